@@ -1,0 +1,1 @@
+"""fastpath components: typed stack config, the fabric model and the Pulumi components built on them."""

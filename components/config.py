@@ -1,0 +1,430 @@
+"""Typed stack config: the `fastpath:platform` object (one cluster) and the `fastpath:jobs` list.
+
+Every key is camelCase in the stack file (`gpu.perNode`), every model refuses unknown keys, and every rule that
+spans keys lives in a model validator, so a bad stack file is refused before any resource is registered, with
+the file, the key path and the fix:
+
+    stacks/Pulumi.prod-ib.yaml: fastpath:platform.fabric.rails[2].hca: Field required
+
+Field docstrings are the config reference (docs/config.md is generated from them by tools/gendocs.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from components import nccl, versions
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
+RAIL_NAME = r"^[a-z][a-z0-9]{0,14}$"
+
+
+class ConfigError(Exception):
+    """A stack file the program refuses. `str()` is the full message shown to the user."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {p}" for p in problems]
+        super().__init__("\n".join(lines))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    def to_config(self) -> dict:
+        """The stack-file form (camelCase, defaults filled): serializable, and read back by model_validate."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --------------------------------------------------------------------------------------------- platform
+
+
+class GpuConfig(_Model):
+    product: str
+    """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
+    training pods get a nodeSelector on it. Required."""
+    per_node: Annotated[int, Field(gt=0, le=16)]
+    """GPUs on each training node. Required; 1 to 16."""
+    gpu_direct: Literal["dmabuf", "peermem", "none"] = "dmabuf"
+    """GPUDirect RDMA mode: `dmabuf` (default, recommended; needs the open kernel module), `peermem` (legacy
+    nvidia-peermem module) or `none`."""
+    driver_preinstalled: bool = False
+    """The NVIDIA driver is already installed on the hosts (the GPU Operator then does not deploy it).
+    Default false."""
+    host_mofed: bool = False
+    """MOFED/DOCA-OFED is installed on the hosts, so the Network Operator does not deploy the DOCA driver.
+    Default false."""
+    taint_key: str = "nvidia.com/gpu"
+    """Key of the taint on GPU nodes that training pods tolerate. Default `nvidia.com/gpu`."""
+
+
+class NodesConfig(_Model):
+    count: Annotated[int, Field(gt=0)]
+    """Number of GPU training nodes in the cluster; bounds queue capabilities and job sizes. Required."""
+    memory_gib: Annotated[int, Field(gt=0, alias="memoryGiB")]
+    """Allocatable memory of one GPU node in GiB; job memory limits and /dev/shm are derived from it.
+    Required."""
+    cpus: Annotated[int, Field(gt=0)]
+    """Allocatable CPUs of one GPU node. Required."""
+    topology_key: str = "topology.kubernetes.io/zone"
+    """Node label whose value names a topology domain (zone, rack or leaf switch); a job's pods are packed
+    toward one domain. Default `topology.kubernetes.io/zone`."""
+
+
+class RailConfig(_Model):
+    name: Annotated[str, Field(pattern=RAIL_NAME)] | None = None
+    """Short name of the rail (lowercase letters and digits, max 15); it names the network attachment and
+    the device-plugin resource. Default `rail<index>`."""
+    hca: Annotated[str, Field(min_length=1)]
+    """RDMA device (HCA) name of this rail's NIC on the host, as `ibdev2netdev` prints it (DGX H100 compute
+    HCAs are mlx5_0,3,4,5,6,9,10,11, not mlx5_0..7). Required."""
+    interface: str | None = None
+    """Physical interface (netdev) of the rail's NIC on the host: the PF name for SR-IOV and host-device, the
+    master for macvlan or IPoIB. Required on infiniband and roce."""
+    subnet: ipaddress.IPv4Network
+    """IPv4 subnet of this rail for cluster-wide IPAM (NV-IPAM); must not overlap another rail's. Required."""
+    speed_gbps: Annotated[int, Field(gt=0)]
+    """Link speed of the rail in Gb/s (400 for NDR / 400GbE); sets the expected bandwidth. Required."""
+
+
+class FabricConfig(_Model):
+    kind: Literal["infiniband", "roce", "efa", "tcp"]
+    """Inter-node fabric: `infiniband`, `roce`, `efa` (AWS) or `tcp` (no RDMA; NCCL uses sockets). Required."""
+    attachment: Literal["sriov", "shared", "hostdevice"] | None = None
+    """How the RDMA NICs reach pods: `sriov` (VFs from the SR-IOV operator), `shared` (RDMA shared device
+    plugin with macvlan for RoCE or IPoIB for InfiniBand) or `hostdevice`. Required for infiniband and roce,
+    not allowed otherwise."""
+    rails: list[RailConfig] = []
+    """The rails (one NIC each, usually one per GPU). Required for infiniband and roce, empty otherwise."""
+    vfs_per_pf: Annotated[int, Field(gt=0, le=127)] = 8
+    """SR-IOV virtual functions created on each rail's PF. Default 8."""
+    mtu: Annotated[int, Field(ge=1280, le=9216)] | None = None
+    """MTU of the secondary networks; unset keeps the CNI default."""
+    gid_index: Annotated[int, Field(ge=0, le=255)] | None = None
+    """RoCE only: pin NCCL_IB_GID_INDEX. Leave unset: NCCL >= 2.21 selects the IPv4 RoCEv2 GID itself, and a
+    hard-coded index breaks when the GID table shifts."""
+    efa_devices_per_node: Annotated[int, Field(gt=0)] | None = None
+    """EFA only: `vpc.amazonaws.com/efa` devices per node (p4d 4, p5 32, p5en 16, p6-b200 8). Required for
+    efa."""
+    pod_interface: str = "eth0"
+    """The pod's primary interface, used for NCCL bootstrap and gloo. Default `eth0`."""
+    nccl_overrides: dict[str, str | int | bool] = {}
+    """Extra NCCL variables for every training pod on this cluster (e.g. NCCL_IB_TC for RoCE QoS). Each name
+    must be one NCCL reads; integer variables take integers. They win over the derived values."""
+
+    @field_validator("nccl_overrides")
+    @classmethod
+    def _known_nccl(cls, v: dict) -> dict:
+        problems = []
+        for name, value in v.items():
+            verdict = nccl.classify(name)
+            if not verdict.ok and verdict.status != "deprecated":
+                problems.append(verdict.hint)
+            elif (p := nccl.value_problem(name, value)) is not None:
+                problems.append(p)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return {k: str(val) for k, val in v.items()}
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> FabricConfig:
+        rdma_rails = self.kind in ("infiniband", "roce")
+        if not rdma_rails and self.rails:
+            raise ValueError(f"fabric.kind {self.kind!r} takes no rails: remove fabric.rails "
+                             "(or set fabric.kind to infiniband or roce)")
+        if not rdma_rails and self.attachment:
+            raise ValueError(f"fabric.kind {self.kind!r} takes no attachment: remove fabric.attachment")
+        if rdma_rails and not self.rails:
+            raise ValueError(f"fabric.kind {self.kind!r} needs fabric.rails (one per NIC)")
+        if rdma_rails and not self.attachment:
+            raise ValueError(f"fabric.kind {self.kind!r} needs fabric.attachment: sriov, shared or hostdevice")
+        if self.kind == "efa" and not self.efa_devices_per_node:
+            raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
+        if self.kind != "efa" and self.efa_devices_per_node:
+            raise ValueError("fabric.efaDevicesPerNode is only for fabric.kind 'efa'")
+        if self.gid_index is not None and self.kind != "roce":
+            raise ValueError("fabric.gidIndex only applies to fabric.kind 'roce' (InfiniBand ignores it)")
+        if self.attachment:
+            what = {"sriov": "the PF name (nicSelector.pfNames)", "shared": "the macvlan/IPoIB master",
+                    "hostdevice": "the PF whose devices the device plugin hands out"}[self.attachment]
+            for i, rail in enumerate(self.rails):
+                if not rail.interface:
+                    raise ValueError(f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: "
+                                     f"{what} on the host")
+        for key, label in (("hca", "HCA"), ("interface", "interface"), ("name", "name")):
+            seen: dict[str, int] = {}
+            for i, rail in enumerate(self.rails):
+                value = getattr(rail, key)
+                if value is None:
+                    continue
+                if value in seen:
+                    raise ValueError(f"fabric.rails[{seen[value]}].{key} and fabric.rails[{i}].{key} are both "
+                                     f"{value!r}: each rail needs its own {label}")
+                seen[value] = i
+        for i, a in enumerate(self.rails):
+            for j in range(i):
+                b = self.rails[j]
+                if a.subnet.overlaps(b.subnet):
+                    raise ValueError(f"fabric.rails[{j}].subnet {b.subnet} and fabric.rails[{i}].subnet {a.subnet} "
+                                     "overlap: give every rail its own subnet, or two pods get one address")
+        return self
+
+    def rail_name(self, index: int) -> str:
+        return self.rails[index].name or f"rail{index}"
+
+
+class QueueConfig(_Model):
+    name: Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+    """Volcano queue name; jobs name it in `queue`. Required."""
+    weight: Annotated[int, Field(gt=0)] = 1
+    """Share of the cluster this queue gets when queues compete. Default 1."""
+    gpus: Annotated[int, Field(gt=0)] | None = None
+    """Capability: the most GPUs the queue may hold at once; at most the cluster's GPUs. Unset: no cap."""
+    reclaimable: bool = True
+    """Whether other queues may reclaim this queue's idle share. Default true."""
+
+
+class SchedulerConfig(_Model):
+    queues: list[QueueConfig] = [QueueConfig(name="training")]
+    """Volcano queues. Default: one queue `training` with weight 1 and no cap."""
+    default_queue: str | None = None
+    """Queue used by jobs that name none. Default: the first queue."""
+
+    @model_validator(mode="after")
+    def _queues(self) -> SchedulerConfig:
+        names = [q.name for q in self.queues]
+        if not names:
+            raise ValueError("scheduler.queues is empty: define at least one queue")
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"scheduler.queues names {sorted(dup)} more than once")
+        if self.default_queue is not None and self.default_queue not in names:
+            raise ValueError(f"scheduler.defaultQueue {self.default_queue!r} is not one of scheduler.queues {names}")
+        return self
+
+    @property
+    def queue_for_jobs(self) -> str:
+        return self.default_queue or self.queues[0].name
+
+
+class NfsConfig(_Model):
+    server: Annotated[str, Field(min_length=1)]
+    """NFS server host name or address. Required."""
+    share: Annotated[str, Field(pattern=r"^/")]
+    """Exported path on the server. Required."""
+    rdma: bool = False
+    """Mount with NFS over RDMA (`proto=rdma,port=20049`). Default false."""
+    mount_options: list[str] = ["nfsvers=4.1", "hard", "nconnect=8"]
+    """NFS mount options (the RDMA ones are added when `rdma` is true). Default nfsvers=4.1, hard, nconnect=8."""
+
+
+class CheckpointConfig(_Model):
+    nfs: NfsConfig | None = None
+    """Install csi-driver-nfs and a StorageClass for this NFS export. Exactly one of `nfs` or `storageClass`."""
+    storage_class: str | None = None
+    """Use this existing ReadWriteMany StorageClass instead of installing one."""
+    size: Annotated[str, Field(pattern=r"^[1-9][0-9]*(Gi|Ti)$")] = "1Ti"
+    """Size of the checkpoint claim in each training namespace. Default `1Ti`."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointConfig:
+        if (self.nfs is None) == (self.storage_class is None):
+            raise ValueError("set exactly one of checkpoints.nfs (install an NFS StorageClass) or "
+                             "checkpoints.storageClass (an existing ReadWriteMany class)")
+        return self
+
+
+class VersionsConfig(_Model):
+    gpu_operator: str = versions.GPU_OPERATOR_VERSION
+    """nvidia/gpu-operator chart version. Default pinned in components/versions.py."""
+    network_operator: str = versions.NETWORK_OPERATOR_VERSION
+    """nvidia/network-operator chart version. Default pinned in components/versions.py."""
+    volcano: str = versions.VOLCANO_VERSION
+    """volcano-sh/volcano chart version. Default pinned in components/versions.py."""
+    csi_driver_nfs: str = versions.CSI_NFS_VERSION
+    """csi-driver-nfs chart version. Default pinned in components/versions.py."""
+    training_operator: str = versions.TRAINING_OPERATOR_REF
+    """Kubeflow Training Operator git ref of its standalone overlay. Default pinned in components/versions.py."""
+
+
+class ComponentsConfig(_Model):
+    gpu_operator: bool = True
+    """Install the NVIDIA GPU Operator. Default true."""
+    network_operator: bool | None = None
+    """Install the NVIDIA Network Operator and its NicClusterPolicy. Default: on for infiniband and roce."""
+    training_operator: bool = True
+    """Install the Kubeflow Training Operator (PyTorchJob, MPIJob v1, TFJob). Default true."""
+    volcano: bool = True
+    """Install Volcano (gang scheduling, queues). Default true."""
+    checkpoint_storage: bool = True
+    """Install the checkpoint StorageClass/claims. Default true."""
+
+
+class PlatformConfig(_Model):
+    cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
+    """Cluster name; labels every object fastpath creates. Required."""
+    training_namespaces: Annotated[list[Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]],
+                                   Field(min_length=1)] = ["training"]
+    """Namespaces where training jobs run; each gets the secondary networks and a checkpoint claim.
+    Default `[training]`."""
+    gpu: GpuConfig
+    """The GPUs of the training nodes. Required."""
+    nodes: NodesConfig
+    """Size and shape of the training nodes. Required."""
+    fabric: FabricConfig
+    """The inter-node fabric. Required."""
+    scheduler: SchedulerConfig = SchedulerConfig()
+    """Volcano queues. Default: one queue `training`."""
+    checkpoints: CheckpointConfig | None = None
+    """Where checkpoints are written (ReadWriteMany). Required when components.checkpointStorage is on."""
+    monitoring: bool = False
+    """The cluster runs the Prometheus Operator: create ServiceMonitors (DCGM exporter). Default false."""
+    versions: VersionsConfig = VersionsConfig()
+    """Component versions; defaults pinned in components/versions.py."""
+    components: ComponentsConfig = ComponentsConfig()
+    """Which components to install."""
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> PlatformConfig:
+        dup = {n for n in self.training_namespaces if self.training_namespaces.count(n) > 1}
+        if dup:
+            raise ValueError(f"trainingNamespaces lists {sorted(dup)} more than once")
+        if self.gpu.gpu_direct == "peermem" and self.gpu.driver_preinstalled and not self.gpu.host_mofed:
+            raise ValueError("gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
+                             "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
+                             "gpu.gpuDirect 'dmabuf' instead")
+        if self.fabric.kind == "tcp" and self.gpu.gpu_direct != "none" and "gpuDirect" in self.gpu.model_fields_set:
+            raise ValueError("gpu.gpuDirect has no effect on fabric.kind 'tcp': set it to 'none' or remove it")
+        capacity = self.nodes.count * self.gpu.per_node
+        for i, q in enumerate(self.scheduler.queues):
+            if q.gpus is not None and q.gpus > capacity:
+                raise ValueError(f"scheduler.queues[{i}].gpus is {q.gpus} but the cluster has {capacity} GPUs "
+                                 f"(nodes.count {self.nodes.count} x gpu.perNode {self.gpu.per_node})")
+        if self.components.checkpoint_storage and self.checkpoints is None:
+            raise ValueError("components.checkpointStorage is on but checkpoints is not set: add checkpoints.nfs "
+                             "or checkpoints.storageClass (or turn components.checkpointStorage off)")
+        if self.fabric.attachment == "sriov" and len(self.training_namespaces) > 1:
+            raise ValueError("fabric.attachment 'sriov' supports one entry in trainingNamespaces: the SR-IOV operator "
+                             "names each network after its CR, so one rail cannot serve two namespaces; use one "
+                             "training namespace or fabric.attachment 'shared'")
+        for i, rail in enumerate(self.fabric.rails):
+            block = (rail.subnet.num_addresses - 2) // self.nodes.count
+            need = self.fabric.vfs_per_pf if self.fabric.attachment == "sriov" else 2
+            if block < need:
+                raise ValueError(f"fabric.rails[{i}].subnet {rail.subnet} leaves {block} addresses per node for "
+                                 f"nodes.count {self.nodes.count}; each node needs {need}: use a larger subnet")
+        if self.components.network_operator and self.fabric.kind in ("tcp", "efa"):
+            raise ValueError(f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
+                             "Operator serves infiniband and roce fabrics; remove components.networkOperator")
+        return self
+
+    @property
+    def network_operator_enabled(self) -> bool:
+        flag = self.components.network_operator
+        return self.fabric.kind in ("infiniband", "roce") if flag is None else flag
+
+    @property
+    def gpu_capacity(self) -> int:
+        return self.nodes.count * self.gpu.per_node
+
+
+class StackConfig(_Model):
+    platform: PlatformConfig
+    jobs: list[dict[str, Any]] = []
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+NAMESPACE = "fastpath"
+KNOWN_KEYS = ("platform", "jobs")
+
+
+def _loc(prefix: str, loc: tuple) -> str:
+    out = prefix
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _problems(err: ValidationError, prefix: str) -> list[str]:
+    problems = []
+    for e in err.errors():
+        # Pydantic appends the failing member's type name to unions' locations; it means nothing to a user.
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int", "bool"))))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key: check its spelling against docs/config.md"
+        problems.append(f"{_loc(prefix, loc)}: {msg}")
+    return problems
+
+
+def parse(raw: dict[str, Any], source: str) -> StackConfig:
+    """Validate the stack's `fastpath:*` config (key without namespace -> decoded value).
+
+    Raises ConfigError naming `source` (the stack file) and each failing key path.
+    """
+    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(source, [f"{NAMESPACE}:{k}: unknown key (fastpath reads only "
+                                   f"{', '.join(NAMESPACE + ':' + k for k in KNOWN_KEYS)})" for k in unknown])
+    if raw.get("platform") is None:
+        raise ConfigError(source, [f"{NAMESPACE}:platform: required: describe the cluster (see docs/config.md)"])
+    try:
+        platform = PlatformConfig.model_validate(raw["platform"])
+    except ValidationError as err:
+        raise ConfigError(source, _problems(err, f"{NAMESPACE}:platform")) from None
+    jobs = raw.get("jobs") or []
+    if not isinstance(jobs, list):
+        raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
+    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source))
+
+
+def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[dict[str, Any]]:
+    """Jobs are validated against the platform by the TrainingJob model; until that lands none are accepted."""
+    if jobs:
+        raise ConfigError(source, [f"{NAMESPACE}:jobs: this fastpath version declares no jobs; remove the key"])
+    return []
+
+
+def decode(value: Any) -> Any:
+    """Pulumi hands structured config to the program as JSON text; plain strings stay strings."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def from_pulumi() -> StackConfig:
+    """Read and validate the current stack's config through the Pulumi runtime (real engine or mocks)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    # The language host may pass config in PULUMI_CONFIG or set it in-process (mocks do the latter): read both.
+    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    raw = {}
+    for key, value in merged.items():
+        ns, _, name = key.partition(":")
+        if ns == NAMESPACE:
+            raw[name] = decode(value)
+    return parse(raw, stack_file(pulumi.get_stack()))
+
+
+def stack_file(stack: str) -> str:
+    return f"stacks/Pulumi.{stack}.yaml"
+
+

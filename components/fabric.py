@@ -1,0 +1,175 @@
+"""The fabric model: what pods and networks need, derived from the fabric config. Pure (no Pulumi imports).
+
+Everything fabric-specific a training pod gets comes from here, so the same job description is right on the
+InfiniBand, RoCE, EFA and TCP stacks:
+
+    rails(fabric)                         per rail: attachment name, pod interface, device-plugin resource
+    pod_wiring(fabric, ns, gpus, per_node)  for a pod with `gpus` GPUs: Multus annotation, RDMA resources,
+                                          capabilities and the NCCL / launcher environment
+
+Choices an experienced reader may look for:
+- A pod with G of the node's N GPUs uses ceil(G * rails / N) rails (GPU k sits next to rail k on rail-optimized
+  nodes); one pod per node uses every rail.
+- NCCL_IB_HCA names the HCAs the pod sees. With `shared` and `hostdevice` those are the host names, listed
+  exactly. SR-IOV VFs get new mlx5_N names (a DGX H100 VF is not mlx5_0), so a list of host names would match no
+  device and NCCL would silently fall back to TCP: with `sriov` the value is the `mlx5` prefix, which in the
+  pod's RDMA namespace matches only the VFs the pod was given.
+- NCCL bootstrap (NCCL_SOCKET_IFNAME) and gloo stay on the pod's primary interface, which routes between all
+  pods; rail subnets need not.
+- NCCL_IB_GID_INDEX is set only when configured: NCCL >= 2.21 picks the IPv4 RoCEv2 GID itself.
+- On EFA the aws-ofi-nccl plugin carries traffic; NCCL_IB_* do not apply and are not set.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from components import nccl
+from components.config import FabricConfig
+
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+SRIOV_RESOURCE_PREFIX = "nvidia.com"  # the network-operator-bundled SR-IOV operator's prefix
+SHARED_RESOURCE_PREFIX = "rdma"  # the RDMA shared device plugin's default prefix
+HOSTDEV_RESOURCE_PREFIX = "nvidia.com"
+
+# Variables fastpath derives for every pod: a job may not set them unless it marks an explicit override.
+PLATFORM_OWNED = (
+    "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME",
+    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS",
+)
+
+
+@dataclass(frozen=True)
+class Rail:
+    """One rail as pods see it."""
+
+    index: int
+    name: str
+    network: str  # NetworkAttachmentDefinition name in each training namespace
+    resource: str  # device-plugin resource a pod requests for this rail
+    resource_name: str  # the same without the prefix, as device-plugin configs spell it
+    hca: str  # host RDMA device
+    host_interface: str | None
+    subnet: str
+    speed_gbps: int
+
+    def pod_interface(self, position: int) -> str:
+        """Multus names secondary interfaces net1..netN in annotation order."""
+        return f"net{position + 1}"
+
+
+@dataclass(frozen=True)
+class PodWiring:
+    """What a training pod needs to reach the fabric."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, int] = field(default_factory=dict)
+    capabilities: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    interfaces: tuple[str, ...] = ()
+    rails: tuple[Rail, ...] = ()
+
+    @property
+    def transport(self) -> str:
+        """The NCCL network transport this wiring should produce (what ncclcheck expects)."""
+        if self.env.get("NCCL_IB_DISABLE") == "1":
+            return "socket"
+        return "efa" if EFA_RESOURCE in self.resources else ("ib" if self.rails else "socket")
+
+
+def is_rdma(fabric: FabricConfig) -> bool:
+    return fabric.kind in ("infiniband", "roce", "efa")
+
+
+def rails(fabric: FabricConfig) -> list[Rail]:
+    out = []
+    for i, rc in enumerate(fabric.rails):
+        name = fabric.rail_name(i)
+        prefix, resource_name = {
+            "sriov": (SRIOV_RESOURCE_PREFIX, f"sriov_{name}"),
+            "shared": (SHARED_RESOURCE_PREFIX, f"shared_{name}"),
+            "hostdevice": (HOSTDEV_RESOURCE_PREFIX, f"hostdev_{name}"),
+        }[fabric.attachment]
+        out.append(Rail(
+            index=i, name=name, network=f"{name}-{fabric.attachment}", resource=f"{prefix}/{resource_name}",
+            resource_name=resource_name, hca=rc.hca, host_interface=rc.interface, subnet=str(rc.subnet),
+            speed_gbps=rc.speed_gbps,
+        ))
+    return out
+
+
+def rails_for(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> list[Rail]:
+    """The rails a pod with `gpus` of the node's `gpus_per_node` GPUs uses."""
+    all_rails = rails(fabric)
+    if not all_rails:
+        return []
+    used = min(len(all_rails), max(1, math.ceil(gpus * len(all_rails) / gpus_per_node)))
+    return all_rails[:used]
+
+
+def ib_hca(fabric: FabricConfig, used: list[Rail]) -> str:
+    if fabric.attachment == "sriov":
+        return "mlx5"
+    return nccl.hca_list([r.hca for r in used])
+
+
+def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dict[str, str]:
+    """The NCCL / launcher environment, in a stable order, with the stack's overrides applied last."""
+    env: dict[str, str] = {}
+    if fabric.kind == "tcp":
+        env["NCCL_IB_DISABLE"] = "1"
+    elif fabric.kind in ("infiniband", "roce"):
+        env["NCCL_IB_DISABLE"] = "0"
+        env["NCCL_IB_HCA"] = ib_hca(fabric, used)
+        if fabric.gid_index is not None:
+            env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
+    elif fabric.kind == "efa":
+        # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 no longer needs these, older plugins do; harmless on new.
+        env["FI_PROVIDER"] = "efa"
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    env["NCCL_SOCKET_IFNAME"] = f"={fabric.pod_interface}"
+    # gloo (torch.distributed CPU collectives, rendezvous helpers) picks interfaces on its own otherwise and can
+    # land on a rail subnet that does not route between rails.
+    env["GLOO_SOCKET_IFNAME"] = fabric.pod_interface
+    if debug:
+        env["NCCL_DEBUG"] = "INFO"
+        env["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
+    else:
+        env["NCCL_DEBUG"] = "WARN"
+    env.update(fabric.nccl_overrides)
+    return env
+
+
+def networks_annotation(namespace: str, used: list[Rail]) -> str:
+    return json.dumps(
+        [{"name": r.network, "namespace": namespace, "interface": r.pod_interface(i)} for i, r in enumerate(used)],
+        separators=(",", ":"),
+    )
+
+
+def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: int,
+               debug: bool = False) -> PodWiring:
+    used = rails_for(fabric, gpus, gpus_per_node)
+    annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if used else {}
+    resources = {r.resource: 1 for r in used}
+    if fabric.kind == "efa":
+        per_node = fabric.efa_devices_per_node or 0
+        resources[EFA_RESOURCE] = max(1, per_node * gpus // gpus_per_node)
+    return PodWiring(
+        annotations=annotations,
+        resources=resources,
+        capabilities=("IPC_LOCK",) if is_rdma(fabric) else (),
+        env=nccl_env(fabric, used, debug),
+        interfaces=tuple(r.pod_interface(i) for i, r in enumerate(used)),
+        rails=tuple(used),
+    )
+
+
+def expected_busbw_gbps(fabric: FabricConfig, efficiency: float = 0.9) -> float:
+    """Allreduce bus bandwidth a healthy multi-node ring should reach, in GB/s (10^9 B/s): the node's rails
+    at line rate times an efficiency factor (0.9 puts 8x400G NDR at 360 GB/s, NVIDIA's 46-48 GB/s per NIC)."""
+    total_gbps = sum(r.speed_gbps for r in fabric.rails)
+    return round(total_gbps / 8 * efficiency, 1)

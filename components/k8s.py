@@ -1,0 +1,107 @@
+"""Manifest helpers shared by every component: metadata, Pod Security labels, and registration.
+
+Builders everywhere return plain Kubernetes manifests (dicts, camelCase keys). `apply` is the one place that
+turns a manifest into a Pulumi resource, so components stay thin and tests read manifests, not resources.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+PART_OF = "app.kubernetes.io/part-of"
+CLUSTER_LABEL = "fastpath.dev/cluster"
+COMPONENT_LABEL = "fastpath.dev/component"
+
+
+def labels(cluster: str, component: str) -> dict[str, str]:
+    return {PART_OF: "fastpath", CLUSTER_LABEL: cluster, COMPONENT_LABEL: component}
+
+
+def meta(name: str, cluster: str, component: str, namespace: str | None = None,
+         annotations: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None) -> dict:
+    m: dict[str, Any] = {"name": name}
+    if namespace:
+        m["namespace"] = namespace
+    m["labels"] = {**labels(cluster, component), **(extra_labels or {})}
+    if annotations:
+        m["annotations"] = dict(annotations)
+    return m
+
+
+def namespace(name: str, cluster: str, component: str, enforce: str, why: str) -> dict:
+    """A Namespace with Pod Security Admission labels. `enforce` is the level pods must meet; warn/audit stay
+    at `baseline` so anything beyond what the namespace was opened for still shows up. `why` is recorded as an
+    annotation so the choice is visible on the cluster, not only in this code."""
+    psa = {
+        "pod-security.kubernetes.io/enforce": enforce,
+        "pod-security.kubernetes.io/warn": "baseline" if enforce == "privileged" else enforce,
+        "pod-security.kubernetes.io/audit": "baseline" if enforce == "privileged" else enforce,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": meta(name, cluster, component, annotations={"fastpath.dev/pod-security": why},
+                         extra_labels=psa),
+    }
+
+
+def resource_name(manifest: dict) -> str:
+    """Deterministic Pulumi name: kind, namespace and name; unique per stack, stable across runs."""
+    md = manifest["metadata"]
+    parts = [manifest["kind"].lower(), md.get("namespace", ""), md["name"]]
+    return "-".join(p for p in parts if p)
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _typed_classes() -> dict[tuple[str, str], Any]:
+    import pulumi_kubernetes as k8s
+
+    return {
+        ("v1", "Namespace"): k8s.core.v1.Namespace,
+        ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+        ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+        ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
+        ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
+    }
+
+
+def apply(manifest: dict, opts: Any = None, name: str | None = None) -> Any:
+    """Register `manifest` as a Pulumi resource: a typed resource for core kinds, CustomResource otherwise."""
+    import pulumi_kubernetes as k8s
+
+    api_version, kind = manifest["apiVersion"], manifest["kind"]
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    rname = name or resource_name(manifest)
+    cls = _typed_classes().get((api_version, kind))
+    if cls is not None:
+        return cls(rname, opts=opts, **{_snake(k): v for k, v in fields.items()})
+    extra = set(fields) - {"metadata", "spec"}
+    if extra:
+        raise ValueError(f"{kind} {rname}: CustomResource carries only metadata and spec, not {sorted(extra)}")
+    return k8s.apiextensions.CustomResource(rname, api_version=api_version, kind=kind, opts=opts, **fields)
+
+
+def helm_release(name: str, chart: str, repo: str, version: str, namespace: str, values: dict, opts: Any) -> Any:
+    """A real Helm release (helm.v3.Release, not helm.v3/v4 Chart): the operator charts rely on Helm hooks (CRD
+    upgrades, webhook certificates, admission secrets) that only a real release runs. The namespace is created
+    by the component with deliberate Pod Security labels, never by Helm."""
+    import pulumi_kubernetes as k8s
+
+    return k8s.helm.v3.Release(
+        name,
+        name=name,
+        chart=chart,
+        version=version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+        namespace=namespace,
+        create_namespace=False,
+        values=values,
+        # Operators come up after their images pull and webhooks register; CRs wait on this release.
+        atomic=False,
+        timeout=900,
+        opts=opts,
+    )

@@ -1,0 +1,33 @@
+"""Every pinned chart version, image tag and manifest ref fastpath installs: the one place to bump them.
+
+The values were read from the upstream repositories at the tags named (see ../shared/reference/components.md).
+A stack may override any of them under `fastpath:platform.versions`; these are the defaults.
+"""
+
+from __future__ import annotations
+
+# Helm charts (repository URL, chart name, version).
+GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
+GPU_OPERATOR_CHART = "gpu-operator"
+GPU_OPERATOR_VERSION = "v26.7.0"  # published chart versions carry the "v"
+
+NETWORK_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
+NETWORK_OPERATOR_CHART = "network-operator"
+NETWORK_OPERATOR_VERSION = "26.4.1"  # no "v" for this chart
+
+VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
+VOLCANO_CHART = "volcano"
+VOLCANO_VERSION = "1.15.1"
+
+CSI_NFS_REPO = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts"
+CSI_NFS_CHART = "csi-driver-nfs"
+CSI_NFS_VERSION = "4.13.4"  # no "v" since 4.11.0
+
+# Kubeflow Training Operator v1 has no chart: its standalone kustomize overlay at this git ref.
+TRAINING_OPERATOR_REF = "v1.9.4"
+TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/standalone"
+
+# Images the NicClusterPolicy deploys (network-operator v26.4.1 example CRs).
+MELLANOX_REPOSITORY = "nvcr.io/nvidia/mellanox"
+NETWORK_OPERATOR_COMPONENT_TAG = "network-operator-v26.4.1"
+DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"

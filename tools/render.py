@@ -1,0 +1,355 @@
+"""Offline renderer: run the real __main__.py under Pulumi's mock runtime and write what `pulumi up` would send.
+
+    python -m tools.render --stack NAME [--out DIR] [--check]
+
+Config comes from stacks/Pulumi.NAME.yaml exactly as the Pulumi CLI hands it to the program (structured values
+as JSON text, `secure:` values masked). Writes rendered/NAME/:
+  manifests.yaml  every Kubernetes object the program declares, multi-document, deterministic order
+  packages.yaml   every third-party install (Helm releases, kustomize overlays) with source, version, values
+  SUMMARY.md      the resource tree by component, the fabric profile and each job's contract
+Exit codes: 0 written (or up to date with --check), 1 --check found a stale rendered/, 2 unknown stack or bad
+config (the message names the stack file and key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import runpy
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STACKS = ROOT / "stacks"
+RENDERED = ROOT / "rendered"
+SECRET = "[secret]"
+
+# Apply order a reviewer (and kubectl) expects: cluster scaffolding first, then workloads, then custom resources.
+KIND_ORDER = ["Namespace", "CustomResourceDefinition", "PriorityClass", "StorageClass", "PersistentVolumeClaim",
+              "ConfigMap", "NicClusterPolicy", "IPPool", "SriovNetworkNodePolicy", "SriovIBNetwork", "SriovNetwork",
+              "NetworkAttachmentDefinition", "Queue"]
+PACKAGE_TYPES = {"kubernetes:helm.sh/v3:Release"}
+
+
+class RenderError(Exception):
+    """Unknown stack or bad config: exit 2 with this message."""
+
+
+# ------------------------------------------------------------------------------------------- stack config
+
+
+def stack_names() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
+
+
+def _mask(value: Any) -> tuple[Any, bool]:
+    """Replace every `{secure: ...}` with a placeholder; report whether any was found."""
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET, True
+        found = False
+        out = {}
+        for k, v in value.items():
+            out[k], f = _mask(v)
+            found |= f
+        return out, found
+    if isinstance(value, list):
+        items = [_mask(v) for v in value]
+        return [v for v, _ in items], any(f for _, f in items)
+    return value, False
+
+
+def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
+    """The config map and secret keys as the Pulumi CLI would pass them to the program."""
+    path = STACKS / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise RenderError(f"unknown stack {stack!r}: no {path.relative_to(ROOT)} (stacks: {', '.join(stack_names())})")
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise RenderError(f"{path.relative_to(ROOT)}: not valid YAML: {err}") from None
+    config, secrets = {}, []
+    for key, value in (doc.get("config") or {}).items():
+        if ":" not in key:
+            key = f"fastpath:{key}"  # the CLI namespaces bare keys with the project name
+        value, secret = _mask(value)
+        if secret:
+            secrets.append(key)
+        config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return config, secrets
+
+
+# ------------------------------------------------------------------------------------------- mock runtime
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict
+    dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    outputs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    stack: str
+    registrations: list[Registration]
+    invokes: list[tuple[str, dict]]
+    outputs: dict[str, Any]
+
+
+def run_program(stack: str) -> Run:
+    """Run __main__.py for `stack` under mocks; every registration, invoke and stack output recorded."""
+    import pulumi
+    from pulumi.runtime import rpc
+    from pulumi.runtime.mocks import MockMonitor
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.stack import wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    config, secrets = load_stack_config(stack)
+    registrations: list[Registration] = []
+    invokes: list[tuple[str, dict]] = []
+    by_urn: dict[str, Registration] = {}
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            return f"{args.name}-id", args.inputs
+
+        def call(self, args):
+            invokes.append((args.token, dict(args.args)))
+            # kustomize.Directory (v1) asks the provider to build the overlay: offline there is nothing to
+            # build; the overlay itself is listed in packages.yaml.
+            return {"result": []} if args.token == "kubernetes:kustomize:directory" else {}
+
+    class Monitor(MockMonitor):
+        def RegisterResource(self, request):
+            response = super().RegisterResource(request)
+            if request.type != "pulumi:pulumi:Stack":
+                reg = Registration(
+                    urn=response.urn, type=request.type, name=request.name, parent=request.parent,
+                    custom=bool(request.custom), inputs=self.resources[response.urn].state,
+                    dependencies=list(request.dependencies), protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete))
+                registrations.append(reg)
+                by_urn[reg.urn] = reg
+            return response
+
+        def RegisterResourceOutputs(self, request):
+            if request.urn in by_urn:
+                by_urn[request.urn].outputs = rpc.deserialize_properties(request.outputs) or {}
+            return super().RegisterResourceOutputs(request)
+
+    mocks = Mocks()
+    pulumi.runtime.set_mocks(mocks, project="fastpath", stack=stack, preview=False, monitor=Monitor(mocks))
+    pulumi.runtime.set_all_config(config, secrets)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        _sync_await(wait_for_rpcs())
+    except pulumi.RunError as err:
+        raise RenderError(str(err)) from None
+    root = get_root_resource()
+    outputs = {k: _sync_await(pulumi.Output.from_input(v).future()) for k, v in root.outputs.items()}
+    return Run(stack, registrations, invokes, outputs)
+
+
+# ------------------------------------------------------------------------------------------- output
+
+
+def integral(value: Any) -> Any:
+    """Mocks hand every number back as a float: 8.0 -> 8; real fractions stay."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def manifests(run: Run) -> list[dict]:
+    objs = []
+    for r in run.registrations:
+        if not r.custom or not r.type.startswith("kubernetes:") or r.type in PACKAGE_TYPES:
+            continue
+        obj = integral(r.inputs)
+        objs.append({"apiVersion": obj.pop("apiVersion"), "kind": obj.pop("kind"), **obj})
+
+    def key(o: dict) -> tuple:
+        rank = KIND_ORDER.index(o["kind"]) if o["kind"] in KIND_ORDER else len(KIND_ORDER)
+        md = o.get("metadata", {})
+        return rank, o["kind"], md.get("namespace", ""), md.get("name", ""), o["apiVersion"]
+
+    return sorted(objs, key=key)
+
+
+def packages(run: Run) -> list[dict]:
+    by_urn = {r.urn: r for r in run.registrations}
+    out = []
+    for r in run.registrations:
+        if r.type == "kubernetes:helm.sh/v3:Release":
+            i = integral(r.inputs)
+            out.append({"kind": "helm", "name": i.get("name", r.name), "chart": i["chart"],
+                        "repo": i.get("repositoryOpts", {}).get("repo"), "version": i["version"],
+                        "namespace": i.get("namespace"), "values": i.get("values", {})})
+        elif r.type.startswith("kubernetes:kustomize"):
+            parent = by_urn.get(r.parent)
+            out.append({"kind": "kustomize", "name": r.name,
+                        "source": (parent.outputs.get("overlay") if parent else None) or r.name,
+                        "settings": integral({k: v for k, v in (parent.outputs if parent else {}).items()
+                                              if k != "overlay"})})
+    return sorted(out, key=lambda p: (p["kind"], p["name"]))
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_all(docs: list) -> str:
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120,
+                         explicit_start=True)
+
+
+def short_type(t: str) -> str:
+    return t.rsplit(":", 1)[-1]
+
+
+def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -> str:
+    children: dict[str, list[Registration]] = {}
+    for r in run.registrations:
+        children.setdefault(r.parent, []).append(r)
+    lines = [f"# Stack `{run.stack}`", "",
+             "Generated by `python -m tools.render`; do not edit. A change here is a change to the cluster.", "",
+             f"{len(objs)} Kubernetes objects, {len(pkgs)} packages, {len(run.registrations)} resources in all.", "",
+             "## Resources by component", ""]
+
+    def walk(urn: str, depth: int) -> None:
+        kids = children.get(urn, [])
+        components = [k for k in kids if not k.custom]
+        counts = Counter(short_type(k.type) for k in kids if k.custom)
+        for comp in components:
+            sub = Counter(short_type(k.type) for k in children.get(comp.urn, []) if k.custom)
+            detail = ", ".join(f"{n} {t}" for t, n in sorted(sub.items()))
+            head = f"{'  ' * depth}- **{short_type(comp.type)}** `{comp.name}`"
+            lines.append(head + (f": {detail}" if detail else ""))
+            walk(comp.urn, depth + 1)
+        if depth == 0 and counts:
+            lines.append("- (stack) " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
+
+    top = [r for r in run.registrations if not r.parent or r.parent.endswith("::fastpath-" + run.stack)]
+    roots = {r.parent for r in top}
+    for root in sorted(roots):
+        walk(root, 0)
+    lines.append("")
+    lines.append("## Packages")
+    lines.append("")
+    lines.append("| kind | name | source | version | namespace |")
+    lines.append("|---|---|---|---|---|")
+    for p in pkgs:
+        src = f"{p['repo']} {p['chart']}" if p["kind"] == "helm" else p["source"]
+        lines.append(f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} |")
+    lines.append("")
+    for s in sections:
+        lines.append(s)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def profile_section(profile: dict | None) -> str:
+    if not profile:
+        return ""
+    lines = ["## Fabric profile", "",
+             f"- cluster `{profile['cluster']}`, namespaces {', '.join(f'`{n}`' for n in profile['namespaces'])}",
+             f"- fabric `{profile['fabric']['kind']}`"
+             + (f" via `{profile['fabric']['attachment']}`" if profile["fabric"].get("attachment") else "")
+             + f", expected NCCL transport `{profile['transport']}`",
+             f"- GPUs: {profile['gpu']['perNode']} x `{profile['gpu']['product']}` per node, "
+             f"{profile['nodes']['count']} nodes", ""]
+    if profile["rails"]:
+        lines += ["| rail | network | resource | HCA | subnet | Gb/s |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['network']} | `{r['resource']}` | {r['hca']} | {r['subnet']} "
+                  f"| {r['speedGbps']} |" for r in profile["rails"]]
+        lines.append("")
+    lines += ["NCCL / launcher env of a full-node pod:", "", "| variable | value |", "|---|---|"]
+    lines += [f"| {k} | `{v}` |" for k, v in profile["ncclEnv"].items()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_files(stack: str) -> dict[str, str]:
+    run = run_program(stack)
+    objs = manifests(run)
+    pkgs = packages(run)
+    sections = [profile_section(integral(run.outputs.get("profile")))]
+    return {
+        "manifests.yaml": dump_all(objs),
+        "packages.yaml": dump_all(pkgs),
+        "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
+    }
+
+
+def check(stack: str, files: dict[str, str], out: Path) -> list[str]:
+    diffs = []
+    for name, text in files.items():
+        path = out / name
+        old = path.read_text() if path.is_file() else ""
+        if old != text:
+            diffs.extend(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                              f"a/{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}",
+                                              f"b/{name} (fresh render)"))
+    return diffs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.render", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--stack", default="dev", help="stack name (stacks/Pulumi.NAME.yaml); default dev")
+    ap.add_argument("--out", type=Path, help="output folder; default rendered/NAME")
+    ap.add_argument("--check", action="store_true", help="exit 1 with a diff when the committed output is stale")
+    args = ap.parse_args(argv)
+    out = args.out or RENDERED / args.stack
+    try:
+        files = render_files(args.stack)
+    except RenderError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if args.check:
+        diffs = check(args.stack, files, out)
+        if diffs:
+            sys.stdout.writelines(diffs)
+            print(f"\nrendered/{args.stack} is stale: run `make render STACK={args.stack}` and commit it.",
+                  file=sys.stderr)
+            return 1
+        print(f"rendered/{args.stack} is up to date")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    print(files["SUMMARY.md"].split("## Packages")[0].rstrip())
+    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/"
+          f"{{{', '.join(files)}}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
