@@ -99,6 +99,18 @@ class RailConfig(_Model):
     speed_gbps: Annotated[int, Field(gt=0)]
     """Link speed of the rail in Gb/s (400 for NDR / 400GbE); sets the expected bandwidth. Required."""
 
+    @field_validator("subnet", mode="before")
+    @classmethod
+    def _network_address(cls, v: object) -> object:
+        try:
+            ipaddress.IPv4Network(str(v), strict=True)
+        except ValueError as err:
+            if "host bits set" in str(err):
+                fixed = ipaddress.IPv4Network(str(v), strict=False)
+                raise ValueError(f"{v} has host bits set: write the network address, {fixed}") from None
+            raise ValueError(f"{v!r} is not an IPv4 subnet in CIDR form (e.g. 10.100.0.0/20)") from None
+        return v
+
 
 class FabricConfig(_Model):
     kind: Literal["infiniband", "roce", "efa", "tcp"]
@@ -306,7 +318,7 @@ class PlatformConfig(_Model):
             raise ValueError("gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
                              "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
                              "gpu.gpuDirect 'dmabuf' instead")
-        if self.fabric.kind == "tcp" and self.gpu.gpu_direct != "none" and "gpuDirect" in self.gpu.model_fields_set:
+        if self.fabric.kind == "tcp" and self.gpu.gpu_direct != "none" and "gpu_direct" in self.gpu.model_fields_set:
             raise ValueError("gpu.gpuDirect has no effect on fabric.kind 'tcp': set it to 'none' or remove it")
         capacity = self.nodes.count * self.gpu.per_node
         for i, q in enumerate(self.scheduler.queues):

@@ -38,10 +38,19 @@ PACKAGE_TYPES = {"kubernetes:helm.sh/v3:Release"}
 
 
 class RenderError(Exception):
-    """Unknown stack or bad config: exit 2 with this message."""
+    """Unknown stack or bad config: exit 2 with this message. `registered` counts the resources the program
+    had registered when it stopped (a bad stack file must leave it at 0)."""
+
+    def __init__(self, message: str, registered: int = 0):
+        super().__init__(message)
+        self.registered = registered
 
 
 # ------------------------------------------------------------------------------------------- stack config
+
+
+def _rel(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def stack_names() -> list[str]:
@@ -69,11 +78,11 @@ def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
     """The config map and secret keys as the Pulumi CLI would pass them to the program."""
     path = STACKS / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise RenderError(f"unknown stack {stack!r}: no {path.relative_to(ROOT)} (stacks: {', '.join(stack_names())})")
+        raise RenderError(f"unknown stack {stack!r}: no {_rel(path)} (stacks: {', '.join(stack_names())})")
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise RenderError(f"{path.relative_to(ROOT)}: not valid YAML: {err}") from None
+        raise RenderError(f"{_rel(path)}: not valid YAML: {err}") from None
     config, secrets = {}, []
     for key, value in (doc.get("config") or {}).items():
         if ":" not in key:
@@ -115,7 +124,7 @@ def run_program(stack: str) -> Run:
     import pulumi
     from pulumi.runtime import rpc
     from pulumi.runtime.mocks import MockMonitor
-    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.settings import get_root_resource, set_root_resource
     from pulumi.runtime.stack import wait_for_rpcs
     from pulumi.runtime.sync_await import _sync_await
 
@@ -153,6 +162,8 @@ def run_program(stack: str) -> Run:
             return super().RegisterResourceOutputs(request)
 
     mocks = Mocks()
+    # A fresh root Stack per run: set_mocks keeps an existing one, which would name the previous stack.
+    set_root_resource(None)
     pulumi.runtime.set_mocks(mocks, project="fastpath", stack=stack, preview=False, monitor=Monitor(mocks))
     pulumi.runtime.set_all_config(config, secrets)
     if str(ROOT) not in sys.path:
@@ -161,7 +172,7 @@ def run_program(stack: str) -> Run:
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
         _sync_await(wait_for_rpcs())
     except pulumi.RunError as err:
-        raise RenderError(str(err)) from None
+        raise RenderError(str(err), registered=len(registrations)) from None
     root = get_root_resource()
     outputs = {k: _sync_await(pulumi.Output.from_input(v).future()) for k, v in root.outputs.items()}
     return Run(stack, registrations, invokes, outputs)
@@ -247,7 +258,7 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
 
     def walk(urn: str, depth: int) -> None:
         kids = children.get(urn, [])
-        components = [k for k in kids if not k.custom]
+        components = sorted((k for k in kids if not k.custom), key=lambda k: k.urn)
         counts = Counter(short_type(k.type) for k in kids if k.custom)
         for comp in components:
             sub = Counter(short_type(k.type) for k in children.get(comp.urn, []) if k.custom)
@@ -258,9 +269,8 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
         if depth == 0 and counts:
             lines.append("- (stack) " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
 
-    top = [r for r in run.registrations if not r.parent or r.parent.endswith("::fastpath-" + run.stack)]
-    roots = {r.parent for r in top}
-    for root in sorted(roots):
+    registered = {r.urn for r in run.registrations}
+    for root in sorted({r.parent for r in run.registrations if r.parent not in registered}):
         walk(root, 0)
     lines.append("")
     lines.append("## Packages")
@@ -297,16 +307,29 @@ def profile_section(profile: dict | None) -> str:
     return "\n".join(lines)
 
 
-def render_files(stack: str) -> dict[str, str]:
+@dataclass
+class Rendered:
+    run: Run
+    objects: list[dict]
+    packages: list[dict]
+    files: dict[str, str]
+
+
+def render_stack(stack: str) -> Rendered:
     run = run_program(stack)
     objs = manifests(run)
     pkgs = packages(run)
     sections = [profile_section(integral(run.outputs.get("profile")))]
-    return {
+    files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
     }
+    return Rendered(run, objs, pkgs, files)
+
+
+def render_files(stack: str) -> dict[str, str]:
+    return render_stack(stack).files
 
 
 def check(stack: str, files: dict[str, str], out: Path) -> list[str]:
@@ -326,7 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stack", default="dev", help="stack name (stacks/Pulumi.NAME.yaml); default dev")
     ap.add_argument("--out", type=Path, help="output folder; default rendered/NAME")
     ap.add_argument("--check", action="store_true", help="exit 1 with a diff when the committed output is stale")
+    ap.add_argument("--stacks-dir", type=Path, help="folder of Pulumi.<stack>.yaml files; default stacks/")
     args = ap.parse_args(argv)
+    if args.stacks_dir:
+        global STACKS
+        STACKS = args.stacks_dir.resolve()
     out = args.out or RENDERED / args.stack
     try:
         files = render_files(args.stack)

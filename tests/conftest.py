@@ -1,0 +1,29 @@
+import copy
+import functools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tools import render
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "upstream"
+STACKS = render.stack_names()
+
+
+@functools.cache
+def _rendered(stack: str) -> render.Rendered:
+    return render.render_stack(stack)
+
+
+@pytest.fixture(scope="session")
+def rendered():
+    """Render a stack once per test session (the real __main__.py under mocks)."""
+    return _rendered
+
+
+def stack_platform(stack: str) -> dict:
+    """The `fastpath:platform` object of a committed stack file, as a fresh dict to mutate."""
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return copy.deepcopy(doc["config"]["fastpath:platform"])

@@ -1,0 +1,108 @@
+"""The exact wiring a training pod gets on every fabric kind and attachment."""
+
+import json
+
+import pytest
+
+from components import fabric, nccl
+from components.config import FabricConfig
+
+DGX_HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+
+
+def rails(n, hcas=DGX_HCAS, speed=400):
+    return [{"hca": hcas[i], "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": speed} for i in range(n)]
+
+
+DEFAULT_BOOT = {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "WARN"}
+
+# (id, fabric config, GPUs in the pod, GPUs per node, exact env, exact resources, capabilities, networks)
+CASES = [
+    ("tcp", {"kind": "tcp"}, 4, 4,
+     {"NCCL_IB_DISABLE": "1", **DEFAULT_BOOT}, {}, (), []),
+    ("ib-shared-dgx", {"kind": "infiniband", "attachment": "shared", "rails": rails(8)}, 8, 8,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11",
+      **DEFAULT_BOOT},
+     {f"rdma/shared_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-shared" for i in range(8)]),
+    ("ib-sriov-vf-names", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 8, 8,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", **DEFAULT_BOOT},
+     {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(8)]),
+    ("ib-sriov-half-node", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 4, 8,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", **DEFAULT_BOOT},
+     {f"nvidia.com/sriov_rail{i}": 1 for i in range(4)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(4)]),
+    ("roce-shared-2rails-gid", {"kind": "roce", "attachment": "shared", "gidIndex": 3,
+                                "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 4, 4,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3", **DEFAULT_BOOT},
+     {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1}, ("IPC_LOCK",), ["rail0-shared", "rail1-shared"]),
+    ("roce-hostdevice-one-gpu", {"kind": "roce", "attachment": "hostdevice",
+                                 "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 1, 4,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0", **DEFAULT_BOOT},
+     {"nvidia.com/hostdev_rail0": 1}, ("IPC_LOCK",), ["rail0-hostdevice"]),
+    ("efa-p5", {"kind": "efa", "efaDevicesPerNode": 32}, 8, 8,
+     {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", **DEFAULT_BOOT},
+     {"vpc.amazonaws.com/efa": 32}, ("IPC_LOCK",), []),
+    ("roce-overrides-win", {"kind": "roce", "attachment": "shared", "rails": rails(1, ["mlx5_2"]),
+                            "ncclOverrides": {"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO"}}, 8, 8,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_2", "NCCL_SOCKET_IFNAME": "=eth0",
+      "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO", "NCCL_IB_TC": "106"},
+     {"rdma/shared_rail0": 1}, ("IPC_LOCK",), ["rail0-shared"]),
+]
+
+
+@pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_pod_wiring(fab, gpus, per_node, env, resources, caps, networks):
+    w = fabric.pod_wiring(FabricConfig.model_validate(fab), "training", gpus, per_node)
+    assert w.env == env
+    assert list(w.env) == list(env), "env order is part of the rendered diff"
+    assert w.resources == resources
+    assert w.capabilities == caps
+    if networks:
+        annotation = json.loads(w.annotations[fabric.NETWORKS_ANNOTATION])
+        assert annotation == [{"name": n, "namespace": "training", "interface": f"net{i + 1}"}
+                              for i, n in enumerate(networks)]
+        assert w.interfaces == tuple(f"net{i + 1}" for i in range(len(networks)))
+    else:
+        assert w.annotations == {}
+    # Every NCCL_* name fastpath emits is one NCCL reads.
+    for name in w.env:
+        if name.startswith("NCCL_"):
+            assert nccl.classify(name).status == "known", name
+
+
+def test_debug_turns_on_init_and_net_logging():
+    w = fabric.pod_wiring(FabricConfig(kind="tcp"), "training", 1, 1, debug=True)
+    assert w.env["NCCL_DEBUG"] == "INFO"
+    assert w.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+
+
+@pytest.mark.parametrize(("fab", "transport"), [
+    ({"kind": "tcp"}, "socket"),
+    ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
+    ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "ib"),
+    ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
+])
+def test_expected_transport(fab, transport):
+    assert fabric.pod_wiring(FabricConfig.model_validate(fab), "t", 8, 8).transport == transport
+
+
+def test_busbw_floor_for_8x400g_ndr_is_360():
+    f = FabricConfig.model_validate({"kind": "infiniband", "attachment": "sriov", "rails": rails(8)})
+    assert fabric.expected_busbw_gbps(f) == 360.0
+
+
+@pytest.mark.parametrize(("value", "needs"), [
+    ("mlx5_1,mlx5_10", True), ("=mlx5_1,mlx5_10", False), ("^=mlx5_1,mlx5_10", False),
+    ("mlx5_0,mlx5_3", False), ("mlx5_1:1,mlx5_11:1", True),
+])
+def test_needs_exact(value, needs):
+    assert nccl.needs_exact(value) is needs
+
+
+def test_vendored_nccl_catalogue_matches_upstream():
+    from tests.conftest import SHARED
+
+    upstream = SHARED / "nccl_env.json"
+    if not upstream.is_file():
+        pytest.skip("shared/upstream not beside this checkout")
+    assert nccl.DATA_FILE.read_bytes() == upstream.read_bytes()

@@ -1,0 +1,94 @@
+"""The offline renderer: deterministic, current, honest about bad input, and never leaking a secret."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, STACKS, stack_platform
+from tools import render
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "tools.render", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_committed_render_is_current(stack, rendered):
+    for name, text in rendered(stack).files.items():
+        committed = ROOT / "rendered" / stack / name
+        assert committed.is_file(), f"rendered/{stack}/{name} missing: run make render STACK={stack}"
+        assert committed.read_text() == text, f"rendered/{stack}/{name} is stale: run make render STACK={stack}"
+
+
+def test_two_renders_are_byte_identical(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli("--stack", "prod-ib", "--out", str(a)).returncode == 0
+    assert cli("--stack", "prod-ib", "--out", str(b)).returncode == 0
+    for name in ("manifests.yaml", "packages.yaml", "SUMMARY.md"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_check_reports_stale_output_with_a_diff(tmp_path):
+    out = tmp_path / "dev"
+    assert cli("--stack", "dev", "--out", str(out)).returncode == 0
+    assert cli("--stack", "dev", "--out", str(out), "--check").returncode == 0
+    (out / "manifests.yaml").write_text((out / "manifests.yaml").read_text().replace("500Gi", "5Gi"))
+    res = cli("--stack", "dev", "--out", str(out), "--check")
+    assert res.returncode == 1
+    assert "-      storage: 5Gi" in res.stdout and "+      storage: 500Gi" in res.stdout
+    assert "make render STACK=dev" in res.stderr
+
+
+def test_unknown_stack_exits_2_naming_the_stacks():
+    res = cli("--stack", "nope")
+    assert res.returncode == 2
+    assert "unknown stack 'nope'" in res.stderr and "dev" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def write_stack(tmp_path, name, platform, extra=None):
+    doc = {"config": {"fastpath:platform": platform, **(extra or {})}}
+    (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc))
+
+
+def test_bad_stack_exits_2_with_key_path_and_registers_nothing(tmp_path, monkeypatch):
+    platform = stack_platform("prod-ib")
+    platform["fabric"]["rails"][2]["hcaa"] = platform["fabric"]["rails"][2].pop("hca")
+    platform["gpu"]["perNode"] = "eight"
+    write_stack(tmp_path, "broken", platform)
+    res = cli("--stack", "broken", "--stacks-dir", str(tmp_path))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert "stacks/Pulumi.broken.yaml: fastpath:platform.gpu.perNode: Input should be a valid integer" in lines[0]
+    assert any("fastpath:platform.fabric.rails[2].hca: Field required" in line for line in lines)
+    assert any("fastpath:platform.fabric.rails[2].hcaa: unknown key" in line for line in lines)
+    assert "Traceback" not in res.stderr
+    monkeypatch.setattr(render, "STACKS", tmp_path)
+    with pytest.raises(render.RenderError) as err:
+        render.run_program("broken")
+    assert err.value.registered == 0
+
+
+def test_secure_values_never_appear_in_output(tmp_path, monkeypatch):
+    write_stack(tmp_path, "secretive", stack_platform("dev"),
+                {"fastpath:hfToken": {"secure": "v1:AAAAsupersecretciphertext"}})
+    monkeypatch.setattr(render, "STACKS", tmp_path)
+    config, secrets = render.load_stack_config("secretive")
+    assert config["fastpath:hfToken"] == render.SECRET and secrets == ["fastpath:hfToken"]
+    # The program refuses keys it does not read, and says which it reads.
+    with pytest.raises(render.RenderError, match="fastpath:hfToken: unknown key"):
+        render.run_program("secretive")
+
+
+def test_numbers_come_out_as_integers(rendered):
+    text = rendered("prod-ib").files["manifests.yaml"]
+    assert "perNodeBlockSize: 127" in text and "numVfs: 8\n" in text
+    assert ".0\n" not in text
+
+
+def test_manifests_are_ordered_namespaces_first(rendered):
+    kinds = [o["kind"] for o in rendered("prod-roce").objects]
+    assert kinds[: kinds.count("Namespace")] == ["Namespace"] * kinds.count("Namespace")
