@@ -113,8 +113,9 @@ def test_network_operator_values_keep_one_nfd():
 
 
 def test_sriov_enabled_only_for_sriov_attachment():
-    assert network_operator.values(cfg("prod-ib"))["sriovNetworkOperator"] == {"enabled": True}
-    assert network_operator.values(cfg("prod-ib"))["sriov-network-operator"] == {"sriovOperatorConfig": {"deploy": True}}
+    ib = network_operator.values(cfg("prod-ib"))
+    assert ib["sriovNetworkOperator"] == {"enabled": True}
+    assert ib["sriov-network-operator"] == {"sriovOperatorConfig": {"deploy": True}}
     assert network_operator.values(cfg("prod-roce"))["sriovNetworkOperator"] == {"enabled": False}
 
 
