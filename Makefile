@@ -27,6 +27,7 @@ lint: setup
 
 test: setup lint
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s --check || exit 1; done
+	$(PY) -m tools.gendocs --check
 	$(PY) -m pytest -q
 
 bench: setup
