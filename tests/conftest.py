@@ -1,5 +1,6 @@
 import copy
 import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ from tools import render
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "upstream"
 STACKS = render.stack_names()
+
+if os.environ.get("CI") and not SHARED.is_dir():
+    # CI runs with shared/ beside the clone; a missing one must not turn the schema tests into skips.
+    raise RuntimeError(f"{SHARED} is missing: the schema and upstream-values tests need it")
 
 
 @functools.cache
