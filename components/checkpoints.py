@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import k8s, versions
+from components import k8s, profile, versions
 from components.config import PlatformConfig
 
 COMPONENT = "checkpoints"
 NAMESPACE = "kube-system"  # where upstream installs csi-driver-nfs
 STORAGE_CLASS = "fastpath-checkpoints"
-CLAIM = "checkpoints"
-MOUNT_ROOT = "/checkpoints"
+CLAIM = profile.CHECKPOINT_CLAIM
+MOUNT_ROOT = profile.CHECKPOINT_ROOT
 
 
 def values(platform: PlatformConfig) -> dict:

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import checkpoints, fabric, k8s, volcano
+from components import fabric, k8s
 from components.checkpoints import CheckpointStorage, CheckpointStorageArgs
 from components.config import PlatformConfig
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.networks import SecondaryNetworks, SecondaryNetworksArgs
+from components.profile import profile
 from components.sriov import SriovNetworks, SriovNetworksArgs
 from components.training_operator import TrainingOperator, TrainingOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
@@ -29,34 +30,6 @@ def training_namespaces(platform: PlatformConfig) -> list[dict]:
     return [k8s.namespace(ns, platform.cluster, COMPONENT, enforce, why) for ns in platform.training_namespaces]
 
 
-def profile(platform: PlatformConfig) -> dict:
-    """Everything a TrainingJob needs to wire a pod for this cluster: plain data, exported as the stack output
-    `profile` and readable from other projects through a StackReference."""
-    full_node = fabric.pod_wiring(platform.fabric, platform.training_namespaces[0], platform.gpu.per_node,
-                                  platform.gpu.per_node)
-    return {
-        "cluster": platform.cluster,
-        "namespaces": list(platform.training_namespaces),
-        "gpu": {"product": platform.gpu.product, "perNode": platform.gpu.per_node,
-                "taintKey": platform.gpu.taint_key},
-        "nodes": platform.nodes.to_config(),
-        "fabric": platform.fabric.to_config(),
-        "transport": full_node.transport,
-        "rails": [{"name": r.name, "network": r.network, "resource": r.resource, "hca": r.hca,
-                   "subnet": r.subnet, "speedGbps": r.speed_gbps} for r in fabric.rails(platform.fabric)],
-        "ncclEnv": full_node.env,
-        "scheduler": {
-            "name": volcano.SCHEDULER_NAME if platform.components.volcano else None,
-            "queues": [{"name": q.name, "gpus": q.gpus} for q in platform.scheduler.queues],
-            "defaultQueue": platform.scheduler.queue_for_jobs,
-            "priorityClasses": [name for name, _, _ in volcano.PRIORITY_CLASSES],
-            "defaultPriorityClass": volcano.DEFAULT_PRIORITY_CLASS,
-        },
-        "checkpoints": ({"claim": checkpoints.CLAIM, "mountRoot": checkpoints.MOUNT_ROOT}
-                        if platform.components.checkpoint_storage else None),
-    }
-
-
 @dataclass
 class PlatformArgs:
     platform: PlatformConfig
@@ -68,7 +41,7 @@ class Platform(pulumi.ComponentResource):
     Operator and checkpoint storage, each as enabled in `fastpath:platform.components`.
 
     Needs: a validated PlatformConfig (components.config.parse or from_pulumi).
-    Output: `profile` (see profile()), also exported by __main__.py.
+    Output: `profile` (components/profile.py), also exported by __main__.py.
 
     Example:
         cfg = config.from_pulumi()

@@ -6,20 +6,14 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import k8s, versions
+from components import k8s, profile, versions
 from components.config import PlatformConfig
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"
-SCHEDULER_NAME = "volcano"
-
-# Training tiers: preemption order when the cluster is full. Values stay far below system-cluster-critical.
-PRIORITY_CLASSES = (
-    ("training-critical", 100000, "Deadline runs; may preempt lower tiers."),
-    ("training-standard", 10000, "Default tier for training jobs."),
-    ("training-preemptible", 100, "Opportunistic runs; first to be preempted, never preempts others."),
-)
-DEFAULT_PRIORITY_CLASS = "training-standard"
+SCHEDULER_NAME = profile.SCHEDULER_NAME
+PRIORITY_CLASSES = profile.PRIORITY_CLASSES  # training tiers: preemption order when the cluster is full
+DEFAULT_PRIORITY_CLASS = profile.DEFAULT_PRIORITY_CLASS
 
 
 def values(platform: PlatformConfig) -> dict:

@@ -1,0 +1,63 @@
+"""The platform profile: everything a TrainingJob needs to wire a pod for one cluster. Pure data.
+
+The stack exports it as `profile`; jobs in the same program take it from Platform.profile, jobs in another
+project from a StackReference (`from_stack`). Volcano and checkpoint names come from their components' modules,
+which are imported here only for constants.
+"""
+
+from __future__ import annotations
+
+from components import fabric
+from components.config import PlatformConfig
+
+SCHEDULER_NAME = "volcano"
+PRIORITY_CLASSES = (
+    ("training-critical", 100000, "Deadline runs; may preempt lower tiers."),
+    ("training-standard", 10000, "Default tier for training jobs."),
+    ("training-preemptible", 100, "Opportunistic runs; first to be preempted, never preempts others."),
+)
+DEFAULT_PRIORITY_CLASS = "training-standard"
+CHECKPOINT_CLAIM = "checkpoints"
+CHECKPOINT_ROOT = "/checkpoints"
+
+
+def profile(platform: PlatformConfig) -> dict:
+    """Everything a TrainingJob needs to wire a pod for this cluster: plain data, exported as the stack output
+    `profile` and readable from other projects through a StackReference."""
+    full_node = fabric.pod_wiring(platform.fabric, platform.training_namespaces[0], platform.gpu.per_node,
+                                  platform.gpu.per_node)
+    return {
+        "cluster": platform.cluster,
+        "namespaces": list(platform.training_namespaces),
+        "gpu": {"product": platform.gpu.product, "perNode": platform.gpu.per_node,
+                "taintKey": platform.gpu.taint_key},
+        "nodes": platform.nodes.to_config(),
+        "fabric": platform.fabric.to_config(),
+        "transport": full_node.transport,
+        "rails": [{"name": r.name, "network": r.network, "resource": r.resource, "hca": r.hca,
+                   "subnet": r.subnet, "speedGbps": r.speed_gbps} for r in fabric.rails(platform.fabric)],
+        "ncclEnv": full_node.env,
+        "scheduler": {
+            "name": SCHEDULER_NAME if platform.components.volcano else None,
+            "queues": [{"name": q.name, "gpus": q.gpus} for q in platform.scheduler.queues],
+            "defaultQueue": platform.scheduler.queue_for_jobs,
+            "priorityClasses": [name for name, _, _ in PRIORITY_CLASSES],
+            "defaultPriorityClass": DEFAULT_PRIORITY_CLASS,
+        },
+        "checkpoints": ({"claim": CHECKPOINT_CLAIM, "mountRoot": CHECKPOINT_ROOT}
+                        if platform.components.checkpoint_storage else None),
+    }
+
+
+def from_stack(stack: str) -> dict:
+    """The profile exported by another fastpath stack (`org/fastpath/prod-ib`), as plain data, so a
+    TrainingJob in another project is wired from it at preview time. Call inside a Pulumi program."""
+    import pulumi
+    from pulumi.runtime.sync_await import _sync_await
+
+    details = _sync_await(pulumi.StackReference(f"fastpath-profile-{stack.replace('/', '-')}", stack_name=stack)
+                          .get_output_details("profile"))
+    value = details.value if details.value is not None else details.secret_value
+    if not isinstance(value, dict):
+        raise ValueError(f"stack {stack} exports no `profile`: is it a fastpath stack that has been deployed?")
+    return value
