@@ -4,6 +4,7 @@ import pulumi
 
 from components import config
 from components.platform import Platform, PlatformArgs
+from components.training_job import TrainingJob, TrainingJobArgs
 
 try:
     # Everything is validated before the first resource is registered: a bad stack file registers nothing.
@@ -13,4 +14,9 @@ except config.ConfigError as err:
     raise pulumi.RunError(str(err)) from None
 
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
+# Jobs wait for the whole platform: their CRDs come with the Training Operator, their queues with Volcano.
+jobs = [TrainingJob(spec.name, TrainingJobArgs(spec=spec, profile=platform.profile),
+                    pulumi.ResourceOptions(depends_on=[platform]))
+        for spec in cfg.jobs]
 pulumi.export("profile", platform.profile)
+pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

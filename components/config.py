@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -353,9 +354,216 @@ class PlatformConfig(_Model):
         return self.nodes.count * self.gpu.per_node
 
 
+# --------------------------------------------------------------------------------------------- jobs
+
+# Set by the Training Operator, torchrun or fastpath itself: a job's `env` may not set them (the value would be
+# silently replaced, or would break rendezvous); `envOverrides` takes the NCCL/launcher ones on purpose.
+LAUNCHER_OWNED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
+                  "TF_CONFIG", "CHECKPOINT_DIR", "PYTHONUNBUFFERED")
+LAUNCHER_PREFIXES = ("PET_", "OMPI_MCA_", "TORCHELASTIC_")
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
+IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def image_problem(image: str) -> str | None:
+    if IMAGE_DIGEST.search(image):
+        return None
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return f"image {image!r} has no tag: pin a version tag or an @sha256 digest"
+    if last.rsplit(":", 1)[1] == "latest":
+        return f"image {image!r} uses `latest`: pin a version tag or an @sha256 digest"
+    return None
+
+
+class ElasticSpec(_Model):
+    min_nodes: Annotated[int, Field(gt=0)]
+    """Fewest nodes the job runs on; the gang scheduler waits for this many. Required."""
+    max_nodes: Annotated[int, Field(gt=0)]
+    """Most nodes the job grows to. Required; at least minNodes."""
+    max_restarts: Annotated[int, Field(ge=0)] = 3
+    """torchrun restarts of the worker group (membership changes, failures). Default 3."""
+
+    @model_validator(mode="after")
+    def _order(self) -> ElasticSpec:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"elastic.minNodes ({self.min_nodes}) is larger than elastic.maxNodes "
+                             f"({self.max_nodes}): swap them or raise maxNodes")
+        return self
+
+
+class SecretRef(_Model):
+    secret: Annotated[str, Field(pattern=DNS_LABEL)]
+    """Name of the Secret in the job's namespace. Required."""
+    key: Annotated[str, Field(min_length=1)]
+    """Key within the Secret. Required."""
+
+
+class DatasetSpec(_Model):
+    claim: Annotated[str, Field(pattern=DNS_LABEL)]
+    """An existing PersistentVolumeClaim in the job's namespace, mounted read-only. Required."""
+    mount_path: Annotated[str, Field(pattern=r"^/")]
+    """Where the dataset appears in the container. Required."""
+
+
+class JobSpec(_Model):
+    """A training job as a researcher describes it: no fabric details. One `fastpath:jobs` entry, or
+    TrainingJobArgs.spec in Python."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+    """Job name (lowercase letters, digits, `-`; starts with a letter). Pod names derive from it. Required."""
+    image: Annotated[str, Field(min_length=1)]
+    """Container image with a pinned tag or @sha256 digest (never `latest`). Required."""
+    command: Annotated[list[str], Field(min_length=1)]
+    """What each process runs, as you would run it on one machine (`[python, train.py, --lr, 3e-4]`); fastpath
+    launches it with torchrun (pytorch) or mpirun (mpi). Required."""
+    framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
+    """`pytorch` (PyTorchJob + torchrun, default), `mpi` (MPIJob v1: Horovod, DeepSpeed with MPI) or
+    `tensorflow` (TFJob, Chief + Workers)."""
+    nodes: Annotated[int, Field(gt=0)] | None = None
+    """Number of nodes (one pod per node). Exactly one of `nodes` or `elastic`."""
+    elastic: ElasticSpec | None = None
+    """Elastic size (pytorch only): worker-only job with c10d rendezvous between minNodes and maxNodes."""
+    gpus_per_node: Annotated[int, Field(gt=0)] | None = None
+    """GPUs (and processes) per node. Default: all of a node's GPUs."""
+    namespace: str | None = None
+    """Training namespace. Default: the platform's first training namespace."""
+    queue: str | None = None
+    """Volcano queue. Default: the platform's default queue."""
+    priority_class: str | None = None
+    """Priority tier: training-critical, training-standard (default) or training-preemptible."""
+    memory_gib: int | None = Field(default=None, gt=0, alias="memoryGiB")
+    """Memory limit of each pod in GiB, /dev/shm included. Default: 90% of the node's share for the GPUs used."""
+    shm_gib: int | None = Field(default=None, gt=0, alias="shmGiB")
+    """Size of /dev/shm in GiB (memory-backed, counted in the memory limit). Default: 16 per GPU, at most a
+    quarter of the memory limit."""
+    cpus: Annotated[int, Field(gt=0)] | None = None
+    """CPUs of each pod. Default: 90% of the node's share for the GPUs used."""
+    env: dict[str, str] = {}
+    """Extra environment variables. Variables the platform sets (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, MASTER_ADDR,
+    ...) are refused here: put them in envOverrides to override on purpose. Secrets go in secretEnv."""
+    env_overrides: dict[str, str] = {}
+    """Deliberate overrides of platform-set NCCL/launcher variables; shown as overrides in the job contract."""
+    secret_env: dict[str, SecretRef] = {}
+    """Environment variables read from Secrets (e.g. HF_TOKEN: {secret: hf, key: token})."""
+    datasets: list[DatasetSpec] = []
+    """Existing claims mounted read-only."""
+    debug_nccl: bool = False
+    """Log NCCL at INFO with the INIT and NET subsystems (transport and HCA choice). Default false (WARN)."""
+    backoff_limit: Annotated[int, Field(ge=0)] = 3
+    """Restarts of failed pods before the job fails (transient failures). Default 3."""
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0)] = 259200
+    """Seconds a finished job (and its logs) is kept. Default 259200 (3 days)."""
+
+    @field_validator("env", "env_overrides", mode="before")
+    @classmethod
+    def _stringify(cls, v: object) -> object:
+        if isinstance(v, dict):
+            for k, val in v.items():
+                if isinstance(val, bool):
+                    raise ValueError(f"{k}: write 1 or 0 (or quote the string), not {str(val).lower()}")
+            return {k: str(val) if isinstance(val, int | float) else val for k, val in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _rules(self) -> JobSpec:
+        problems = []
+        if (p := image_problem(self.image)) is not None:
+            problems.append(p)
+        if (self.nodes is None) == (self.elastic is None):
+            problems.append("set exactly one of nodes (fixed size) or elastic (minNodes/maxNodes)")
+        if self.elastic is not None and self.framework != "pytorch":
+            problems.append(f"elastic is only for framework pytorch, not {self.framework}: set nodes instead")
+        longest = max(self.pod_names(), key=len)
+        if len(longest) > 63:
+            problems.append(f"name {self.name!r} makes the pod name {longest!r} ({len(longest)} characters), over "
+                            f"Kubernetes' 63: shorten the name by {len(longest) - 63}")
+        for name, value in self.env.items():
+            if owned_by_platform(name):
+                problems.append(f"env.{name} is set by the platform (fabric or launcher); remove it, or move it "
+                                "to envOverrides to override it on purpose")
+            elif SECRET_NAME.search(name):
+                problems.append(f"env.{name} looks like a secret: put it in secretEnv "
+                                "({secret: <name>, key: <key>}) so it never appears in the stack or manifests")
+            problems += nccl_problems("env", name, value)
+        for name, value in self.env_overrides.items():
+            if not owned_by_platform(name):
+                problems.append(f"envOverrides.{name} is not a platform-set variable: put it in env")
+            problems += nccl_problems("envOverrides", name, value)
+        clash = sorted(set(self.secret_env) & (set(self.env) | set(self.env_overrides)))
+        if clash:
+            problems.append(f"{', '.join(clash)} set both in secretEnv and env: keep one")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def max_nodes(self) -> int:
+        return self.nodes if self.nodes is not None else (self.elastic.max_nodes if self.elastic else 1)
+
+    @property
+    def min_nodes(self) -> int:
+        return self.nodes if self.nodes is not None else (self.elastic.min_nodes if self.elastic else 1)
+
+    def pod_names(self) -> list[str]:
+        """The operator's pod names (also their headless Service names, DNS labels of at most 63)."""
+        n = self.max_nodes
+        first = {"pytorch": "master-0", "mpi": "launcher", "tensorflow": "chief-0"}[self.framework]
+        return [f"{self.name}-{first}", f"{self.name}-worker-{max(0, n - 1)}"]
+
+
+def owned_by_platform(name: str) -> bool:
+    from components.fabric import PLATFORM_OWNED
+
+    return name in PLATFORM_OWNED or name in LAUNCHER_OWNED or name.startswith(LAUNCHER_PREFIXES)
+
+
+def nccl_problems(where: str, name: str, value: str) -> list[str]:
+    if not name.startswith("NCCL_"):
+        return []
+    verdict = nccl.classify(name)
+    if verdict.status == "not_nccl" and name == "NCCL_TIMEOUT":
+        return [f"{where}.NCCL_TIMEOUT is not read by NCCL: the collective timeout is PyTorch's, "
+                "torch.distributed.init_process_group(timeout=...)"]
+    if not verdict.ok and verdict.status != "deprecated":
+        return [f"{where}.{verdict.hint}"]
+    p = nccl.value_problem(name, value)
+    return [f"{where}.{p}"] if p else []
+
+
+def job_problems(job: JobSpec, profile: dict) -> list[tuple[str, str]]:
+    """(key, message) for everything wrong with `job` on the cluster `profile` describes."""
+    out: list[tuple[str, str]] = []
+    gpu, nodes, sched = profile["gpu"], profile["nodes"], profile["scheduler"]
+    if job.namespace is not None and job.namespace not in profile["namespaces"]:
+        out.append(("namespace", f"{job.namespace!r} is not a training namespace of this cluster "
+                                 f"({', '.join(profile['namespaces'])})"))
+    if job.gpus_per_node is not None and job.gpus_per_node > gpu["perNode"]:
+        out.append(("gpusPerNode", f"{job.gpus_per_node} is more than the {gpu['perNode']} GPUs a node of this "
+                                   f"cluster has (fastpath:platform.gpu.perNode)"))
+    if job.max_nodes > nodes["count"]:
+        key = "nodes" if job.nodes is not None else "elastic.maxNodes"
+        out.append((key, f"{job.max_nodes} nodes asked, the cluster has {nodes['count']} "
+                         "(fastpath:platform.nodes.count)"))
+    queues = [q["name"] for q in sched["queues"]]
+    if job.queue is not None and sched["name"] is None:
+        out.append(("queue", f"queue {job.queue!r} asked but Volcano is disabled "
+                             "(fastpath:platform.components.volcano): enable it or remove queue"))
+    elif job.queue is not None and job.queue not in queues:
+        out.append(("queue", f"{job.queue!r} is not a queue of this cluster ({', '.join(queues)})"))
+    if job.priority_class is not None and job.priority_class not in sched["priorityClasses"]:
+        out.append(("priorityClass", f"{job.priority_class!r} is not one of {', '.join(sched['priorityClasses'])}"))
+    if job.memory_gib is not None and job.memory_gib > nodes["memoryGiB"]:
+        out.append(("memoryGiB", f"{job.memory_gib} GiB is more than a node's {nodes['memoryGiB']} GiB "
+                                 "(fastpath:platform.nodes.memoryGiB)"))
+    if job.cpus is not None and job.cpus > nodes["cpus"]:
+        out.append(("cpus", f"{job.cpus} is more than a node's {nodes['cpus']} CPUs"))
+    return out
+
+
 class StackConfig(_Model):
     platform: PlatformConfig
-    jobs: list[dict[str, Any]] = []
+    jobs: list[JobSpec] = []
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -404,11 +612,33 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source))
 
 
-def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[dict[str, Any]]:
-    """Jobs are validated against the platform by the TrainingJob model; until that lands none are accepted."""
-    if jobs:
-        raise ConfigError(source, [f"{NAMESPACE}:jobs: this fastpath version declares no jobs; remove the key"])
-    return []
+def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
+    """Each job on its own (JobSpec), then against this cluster's profile, then shm against memory."""
+    from components import training_job
+    from components.profile import profile as make_profile
+
+    prof = make_profile(platform)
+    problems: list[str] = []
+    out: list[JobSpec] = []
+    for i, raw in enumerate(jobs):
+        prefix = f"{NAMESPACE}:jobs[{i}]"
+        try:
+            job = JobSpec.model_validate(raw)
+        except ValidationError as err:
+            problems += _problems(err, prefix)
+            continue
+        found = [f"{prefix}.{key}: {msg}" for key, msg in job_problems(job, prof)]
+        if not found:
+            found = [f"{prefix}.{key}: {msg}" for key, msg in training_job.sizing_problems(job, prof)]
+        problems += found
+        out.append(job)
+    names = [(j.namespace or prof["namespaces"][0], j.name) for j in out]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
+    if problems:
+        raise ConfigError(source, problems)
+    return out
 
 
 def decode(value: Any) -> Any:

@@ -232,9 +232,14 @@ def test_graph_parents_and_ordering(rendered):
         assert release["volcano"].urn in q.dependencies
     for r in regs(run, ":SriovNetworkNodePolicy") + regs(run, ":SriovIBNetwork"):
         assert release["network-operator"].urn in r.dependencies
+    top_level = {"fastpath:platform:Platform", "fastpath:jobs:TrainingJob"}
     for r in run.registrations:
-        if r.type != "fastpath:platform:Platform":
+        if r.type not in top_level:
             assert r.parent in by_urn, f"{r.type} {r.name} is not parented to a fastpath component"
+    # The job object itself (not only its component) waits for the platform: its CRD, queue and claim.
+    for job in regs(run, ":PyTorchJob") + regs(run, ":MPIJob"):
+        assert release["volcano"].urn in job.dependencies
+        assert any(d.endswith("persistentvolumeclaim-training-checkpoints") for d in job.dependencies)
     (sc,) = regs(run, ":StorageClass")
     assert release["csi-driver-nfs"].urn in sc.dependencies
 

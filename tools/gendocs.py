@@ -47,10 +47,11 @@ def generate() -> str:
     lines = ["# Stack config reference", "",
              "Generated from `components/config.py` by `python -m tools.gendocs`; do not edit by hand.", "",
              "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
-             "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of jobs "
+             "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
+             "[JobSpec](#jobspec) "
              "(may be absent). Unknown keys are refused.", ""]
     seen: list[type[BaseModel]] = []
-    queue: list[type[BaseModel]] = [config.PlatformConfig]
+    queue: list[type[BaseModel]] = [config.PlatformConfig, config.JobSpec]
     while queue:
         model = queue.pop(0)
         if model in seen:

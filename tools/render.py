@@ -319,13 +319,34 @@ def render_stack(stack: str) -> Rendered:
     run = run_program(stack)
     objs = manifests(run)
     pkgs = packages(run)
-    sections = [profile_section(integral(run.outputs.get("profile")))]
+    sections = [profile_section(integral(run.outputs.get("profile"))),
+                jobs_section(integral(run.outputs.get("jobs") or {}))]
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
     }
     return Rendered(run, objs, pkgs, files)
+
+
+def jobs_section(jobs: dict) -> str:
+    if not jobs:
+        return ""
+    lines = ["## Jobs", ""]
+    scalar = ["kind", "namespace", "replicas", "fabric", "transport", "shm", "queue", "priorityClass",
+              "minAvailable", "checkpointDir"]
+    for name in sorted(jobs):
+        c = jobs[name]
+        lines += [f"### `{name}`", "", "| | |", "|---|---|"]
+        lines += [f"| {k} | {c[k] if c[k] is not None else '-'} |" for k in scalar]
+        lines.append(f"| networks | {', '.join(c['networks']) or '-'} |")
+        lines.append(f"| RDMA resources | {', '.join(f'`{k}`: {v}' for k, v in c['rdmaResources'].items()) or '-'} |")
+        lines.append(f"| capabilities | {', '.join(c['capabilities']) or '-'} |")
+        lines.append(f"| secrets | {', '.join(c['secretEnv']) or '-'} |")
+        lines += ["", "| env | value |", "|---|---|"]
+        lines += [f"| {k}{' (override)' if k in c['envOverrides'] else ''} | `{v}` |" for k, v in c["env"].items()]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def render_files(stack: str) -> dict[str, str]:

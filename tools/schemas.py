@@ -47,7 +47,8 @@ def crd_schemas(crds_dir: Path = CRDS) -> dict[tuple[str, str], dict]:
     """(apiVersion, kind) -> strict schema of every CRD version in `crds_dir`."""
     out = {}
     for path in sorted(crds_dir.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        # The CRDs are megabytes of YAML: use libyaml's loader where PyYAML has it.
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
@@ -60,6 +61,12 @@ def crd_schemas(crds_dir: Path = CRDS) -> dict[tuple[str, str], dict]:
                 schema["properties"] = props
                 out[(f"{group}/{v['name']}", kind)] = strict(schema)
     return out
+
+
+@functools.cache
+def _validator(key: tuple, crds_dir: Path) -> jsonschema.Draft7Validator | None:
+    schema = crd_schemas(crds_dir).get(key)
+    return jsonschema.Draft7Validator(schema) if schema is not None else None
 
 
 def _metadata_errors(obj: dict) -> list[str]:
@@ -77,9 +84,8 @@ def _metadata_errors(obj: dict) -> list[str]:
 def validate(obj: dict, crds_dir: Path = CRDS) -> list[str]:
     """Every problem with `obj`, as `path: message` strings; empty when it validates."""
     key = (obj.get("apiVersion"), obj.get("kind"))
-    schema = crd_schemas(crds_dir).get(key)
-    if schema is not None:
-        validator = jsonschema.Draft7Validator(schema)
+    validator = _validator(key, crds_dir)
+    if validator is not None:
         errors = [f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
                   for e in validator.iter_errors(obj)]
         return errors + _metadata_errors(obj)

@@ -1,0 +1,211 @@
+"""TrainingJob: the exact pod a researcher's job description becomes, on every fabric and framework."""
+
+import json
+
+import pytest
+
+from components import config, fabric, training_job
+from components.config import JobSpec, PlatformConfig
+from components.profile import profile as make_profile
+from tests.conftest import SHARED, stack_platform
+from tools import schemas
+
+DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+FABRICS = {
+    "tcp": {"kind": "tcp"},
+    "ib-sriov": {"kind": "infiniband", "attachment": "sriov", "rails": [
+        {"hca": h, "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400} for i, h in enumerate(DGX)]},
+    "roce-shared": {"kind": "roce", "attachment": "shared", "rails": [
+        {"hca": f"mlx5_{i}", "interface": f"ens{i}", "subnet": f"192.168.{i}.0/24", "speedGbps": 200}
+        for i in range(2)]},
+    "efa": {"kind": "efa", "efaDevicesPerNode": 32},
+}
+
+
+def profile_for(fab: str) -> dict:
+    p = stack_platform("prod-ib")
+    p["fabric"] = FABRICS[fab]
+    p["gpu"]["gpuDirect"] = "none" if fab == "tcp" else "dmabuf"
+    p["components"] = {"networkOperator": fab in ("ib-sriov", "roce-shared")}
+    return make_profile(PlatformConfig.model_validate(p))
+
+
+SIZES = {"fixed": {"nodes": 4}, "elastic": {"elastic": {"minNodes": 2, "maxNodes": 6}}}
+MATRIX = [(f, fw, size) for f in FABRICS for fw in ("pytorch", "mpi", "tensorflow") for size in SIZES
+          if not (size == "elastic" and fw != "pytorch")]
+
+
+def job(fw, size, **extra):
+    return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+                                   "command": ["python", "train.py", "--lr", "3e-4"], "framework": fw,
+                                   **SIZES[size], **extra})
+
+
+def gpu_templates(m: dict) -> list[tuple[str, dict, dict]]:
+    specs = m["spec"].get("pytorchReplicaSpecs") or m["spec"].get("mpiReplicaSpecs") or m["spec"]["tfReplicaSpecs"]
+    return [(role, s, s["template"]) for role, s in specs.items() if role != "Launcher"]
+
+
+@pytest.mark.parametrize(("fab", "fw", "size"), MATRIX, ids=[f"{f}-{fw}-{s}" for f, fw, s in MATRIX])
+def test_job_pod_wiring(fab, fw, size):
+    prof = profile_for(fab)
+    r = training_job.resolve(job(fw, size), prof)
+    m = training_job.manifest(r)
+    wiring = fabric.pod_wiring(config.FabricConfig.model_validate(prof["fabric"]), "training", 8, 8)
+    expected_env = [{"name": k, "value": v} for k, v in wiring.env.items()]
+    expected_env.append({"name": "CHECKPOINT_DIR", "value": "/checkpoints/run"})
+    for _role, replica, tpl in gpu_templates(m):
+        pod = tpl["spec"]
+        (c,) = pod["containers"]
+        assert c["name"] == {"pytorch": "pytorch", "mpi": "worker", "tensorflow": "tensorflow"}[fw]
+        assert c["env"] == expected_env
+        limits = c["resources"]["limits"]
+        assert limits == c["resources"]["requests"]
+        assert limits["nvidia.com/gpu"] == 8 and limits["memory"] == "1800Gi" and limits["cpu"] == 201
+        assert {k: v for k, v in limits.items() if k not in ("nvidia.com/gpu", "memory", "cpu")} == wiring.resources
+        if fab == "tcp":
+            assert "securityContext" not in c
+        else:
+            assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        assert tpl["metadata"].get("annotations", {}) == wiring.annotations
+        # shm: memory-backed, inside the memory limit.
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in pod["volumes"]
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+        assert {"name": "checkpoints", "mountPath": "/checkpoints/run", "subPath": "run"} in c["volumeMounts"]
+        assert pod["schedulerName"] == "volcano" and pod["priorityClassName"] == "training-standard"
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert anti["topologyKey"] == "kubernetes.io/hostname"
+        pack = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+        assert pack["podAffinityTerm"]["topologyKey"] == "network.fastpath.dev/leaf"
+        assert replica["restartPolicy"] == "OnFailure"
+    policy = m["spec"]["runPolicy"]
+    assert policy["backoffLimit"] == 3 and policy["ttlSecondsAfterFinished"] == 259200
+    launcher = 1 if fw == "mpi" else 0
+    assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher,
+                                          "queue": "research", "priorityClass": "training-standard"}
+    total = sum(s["replicas"] for _, s, _ in gpu_templates(m))
+    assert total == (4 if size == "fixed" else 6)
+    if (SHARED / "crds").is_dir():
+        assert schemas.validate(m) == []
+
+
+def test_pytorch_fixed_has_master_and_torchrun():
+    m = training_job.manifest(training_job.resolve(job("pytorch", "fixed"), profile_for("ib-sriov")))
+    specs = m["spec"]["pytorchReplicaSpecs"]
+    assert (specs["Master"]["replicas"], specs["Worker"]["replicas"]) == (1, 3)
+    assert m["spec"]["nprocPerNode"] == "8" and "elasticPolicy" not in m["spec"]
+    assert specs["Master"]["template"]["spec"]["containers"][0]["command"] == [
+        "torchrun", "train.py", "--lr", "3e-4"]
+
+
+def test_pytorch_elastic_is_worker_only_with_c10d():
+    m = training_job.manifest(training_job.resolve(job("pytorch", "elastic"), profile_for("tcp")))
+    assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
+    assert m["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 6, "maxRestarts": 3,
+                                          "rdzvBackend": "c10d", "rdzvId": "run"}
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["python", "train.py"], ["torchrun", "train.py"]),
+    (["python3", "-m", "pkg.train", "--x"], ["torchrun", "-m", "pkg.train", "--x"]),
+    (["./run.sh"], ["torchrun", "--no-python", "./run.sh"]),
+])
+def test_torchrun_command(command, expected):
+    assert training_job.torchrun_command(command) == expected
+
+
+def test_mpi_launcher_forwards_every_pod_variable():
+    r = training_job.resolve(job("mpi", "fixed", secretEnv={"HF_TOKEN": {"secret": "hf", "key": "t"}},
+                                 env={"MY_FLAG": "1"}), profile_for("ib-sriov"))
+    m = training_job.manifest(r)
+    assert m["spec"]["slotsPerWorker"] == 8
+    launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    cmd = launcher["containers"][0]["command"]
+    assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
+    forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
+    worker_env = [e["name"] for e in m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]]
+    assert set(worker_env) <= set(forwarded)
+    assert {"HF_TOKEN", "MY_FLAG", "NCCL_IB_HCA", "PATH", "LD_LIBRARY_PATH"} <= set(forwarded)
+    assert cmd[-4:] == ["python", "train.py", "--lr", "3e-4"]
+    assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
+    assert "annotations" not in m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["metadata"]
+
+
+def test_tensorflow_has_chief_and_workers():
+    m = training_job.manifest(training_job.resolve(job("tensorflow", "fixed"), profile_for("roce-shared")))
+    specs = m["spec"]["tfReplicaSpecs"]
+    assert (specs["Chief"]["replicas"], specs["Worker"]["replicas"]) == (1, 3)
+
+
+def test_debug_nccl_and_overrides_reach_the_pod():
+    r = training_job.resolve(job("pytorch", "fixed", debugNccl=True, envOverrides={"NCCL_IB_HCA": "=mlx5_0"}),
+                             profile_for("ib-sriov"))
+    assert r.env["NCCL_DEBUG"] == "INFO" and r.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert r.env["NCCL_IB_HCA"] == "=mlx5_0"
+    assert training_job.contract(r)["envOverrides"] == ["NCCL_IB_HCA"]
+
+
+def test_datasets_are_read_only_and_secrets_use_secret_key_ref():
+    r = training_job.resolve(job("pytorch", "fixed", datasets=[{"claim": "corpus", "mountPath": "/data"}],
+                                 secretEnv={"HF_TOKEN": {"secret": "hf", "key": "token"}}), profile_for("tcp"))
+    pod = training_job.pod_template(r, ["x"])["spec"]
+    c = pod["containers"][0]
+    assert {"name": "dataset-0", "mountPath": "/data", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "dataset-0", "persistentVolumeClaim": {"claimName": "corpus", "readOnly": True}} in pod["volumes"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in c["env"]
+
+
+def test_partial_node_job_gets_proportional_rails_and_memory():
+    r = training_job.resolve(job("pytorch", "fixed", gpusPerNode=4), profile_for("ib-sriov"))
+    assert len(r.wiring.rails) == 4 and r.memory_gib == 900 and r.shm_gib == 64
+    annotation = json.loads(r.wiring.annotations[fabric.NETWORKS_ANNOTATION])
+    assert [a["interface"] for a in annotation] == ["net1", "net2", "net3", "net4"]
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+GOOD = {"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "nodes": 2}
+BAD = [
+    ({"gpusPerNode": 16}, "fastpath:jobs[0].gpusPerNode: 16 is more than the 8 GPUs"),
+    ({"nodes": None, "elastic": {"minNodes": 5, "maxNodes": 2}}, "elastic.minNodes (5) is larger than"),
+    ({"queue": "gpu-poor"}, "fastpath:jobs[0].queue: 'gpu-poor' is not a queue of this cluster"),
+    ({"name": "a" * 56}, "over Kubernetes' 63"),
+    ({"image": "nvcr.io/nvidia/pytorch"}, "has no tag"),
+    ({"image": "pytorch/pytorch:latest"}, "uses `latest`"),
+    ({"shmGiB": 200, "memoryGiB": 100}, "fastpath:jobs[0].shmGiB: /dev/shm of 200 GiB does not fit"),
+    ({"env": {"NCCL_IB_HCA": "mlx5_0"}}, "env.NCCL_IB_HCA is set by the platform"),
+    ({"env": {"MASTER_ADDR": "x"}}, "env.MASTER_ADDR is set by the platform"),
+    ({"env": {"NCCL_TIMEOUT": "1800"}}, "the collective timeout is PyTorch's"),
+    ({"env": {"NCCL_SOCKET_IFNAM": "eth0"}}, "did you mean NCCL_SOCKET_IFNAME"),
+    ({"env": {"HF_TOKEN": "hf_abc"}}, "env.HF_TOKEN looks like a secret: put it in secretEnv"),
+    ({"envOverrides": {"MY_VAR": "1"}}, "envOverrides.MY_VAR is not a platform-set variable"),
+    ({"nodes": 40}, "fastpath:jobs[0].nodes: 40 nodes asked, the cluster has 32"),
+    ({"framework": "mpi", "nodes": None, "elastic": {"minNodes": 1, "maxNodes": 2}}, "elastic is only for"),
+    ({"namespace": "default"}, "'default' is not a training namespace"),
+    ({"priorityClass": "urgent"}, "'urgent' is not one of"),
+    ({"nodes": None}, "set exactly one of nodes"),
+]
+
+
+@pytest.mark.parametrize(("change", "needle"), BAD, ids=[b[1][:40] for b in BAD])
+def test_bad_job_is_refused_with_key_and_fix(change, needle):
+    raw = {**GOOD, **change}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    with pytest.raises(config.ConfigError) as err:
+        config.parse({"platform": stack_platform("prod-ib"), "jobs": [raw]}, "stacks/Pulumi.prod-ib.yaml")
+    assert needle in str(err.value)
+    assert str(err.value).startswith("stacks/Pulumi.prod-ib.yaml: fastpath:jobs[0]")
+
+
+def test_queue_refused_when_volcano_disabled():
+    p = stack_platform("prod-ib")
+    p["components"] = {"volcano": False}
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.queue: queue 'research' asked but Volcano is disabled"):
+        config.parse({"platform": p, "jobs": [{**GOOD, "queue": "research"}]}, "s")
+
+
+def test_duplicate_job_names_refused():
+    with pytest.raises(config.ConfigError, match=r"jobs\[1\]\.name: 'run' is already a job"):
+        config.parse({"platform": stack_platform("prod-ib"), "jobs": [GOOD, GOOD]}, "s")
