@@ -49,6 +49,19 @@ def profile(platform: PlatformConfig) -> dict:
     }
 
 
+def normalize(value, drop_none: bool = False):
+    """Plain data with integral floats back to ints (and, with drop_none, unset keys removed). Pulumi hands
+    every number across the wire (StackReference outputs, mocks, policy props) as a float: 8.0 GPUs would
+    render as nprocPerNode "8.0"."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalize(v, drop_none) for k, v in value.items() if not (drop_none and v is None)}
+    if isinstance(value, list | tuple):
+        return [normalize(v, drop_none) for v in value]
+    return value
+
+
 def from_stack(stack: str) -> dict:
     """The profile exported by another fastpath stack (`org/fastpath/prod-ib`), as plain data, so a
     TrainingJob in another project is wired from it at preview time. Call inside a Pulumi program."""
@@ -60,4 +73,4 @@ def from_stack(stack: str) -> dict:
     value = details.value if details.value is not None else details.secret_value
     if not isinstance(value, dict):
         raise ValueError(f"stack {stack} exports no `profile`: is it a fastpath stack that has been deployed?")
-    return value
+    return normalize(value)

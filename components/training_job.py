@@ -21,6 +21,7 @@ import pulumi
 
 from components import fabric, k8s
 from components.config import ConfigError, FabricConfig, JobSpec, job_problems
+from components.profile import normalize
 
 SHM_GIB_PER_GPU = 16
 NODE_SHARE = 0.9
@@ -85,6 +86,7 @@ def sizing_problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
 
 def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolved:
     """Check `spec` against the cluster and fill in everything. Raises ConfigError naming each bad key."""
+    profile = normalize(profile)
     problems = job_problems(spec, profile) or sizing_problems(spec, profile)
     if problems:
         raise ConfigError(source, [f"{spec.name}.{k}: {m}" for k, m in problems])

@@ -209,3 +209,33 @@ def test_queue_refused_when_volcano_disabled():
 def test_duplicate_job_names_refused():
     with pytest.raises(config.ConfigError, match=r"jobs\[1\]\.name: 'run' is already a job"):
         config.parse({"platform": stack_platform("prod-ib"), "jobs": [GOOD, GOOD]}, "s")
+
+
+def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
+    """A second project reads the exported profile through a StackReference and gets the same wiring."""
+    from components.profile import from_stack
+    from components.training_job import TrainingJob, TrainingJobArgs
+    from tools import render
+
+    exported = rendered("prod-roce").run.outputs["profile"]
+    spec = job("pytorch", "fixed")
+
+    def program():
+        TrainingJob("run", TrainingJobArgs(spec=spec, profile=from_stack("acme/fastpath/prod-roce")))
+
+    run = render.run_program("dev", program=program, references={"acme/fastpath/prod-roce": {"profile": exported}})
+    (registered,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
+    direct = training_job.manifest(training_job.resolve(spec, exported))
+    assert render.integral(registered.inputs)["spec"] == direct["spec"]
+    # Numbers crossed the wire as floats; the job must still say 4 processes, not "4.0".
+    assert registered.inputs["spec"]["nprocPerNode"] == "4"
+    annotation = direct["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["annotations"]
+    assert "rail0-shared" in annotation[fabric.NETWORKS_ANNOTATION]
+
+
+def test_missing_profile_in_stack_reference_is_a_clear_error():
+    from components.profile import from_stack
+    from tools import render
+
+    with pytest.raises(ValueError, match="exports no `profile`"):
+        render.run_program("dev", program=lambda: from_stack("acme/other/prod"), references={})

@@ -19,6 +19,7 @@ import json
 import runpy
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,8 +120,11 @@ class Run:
     outputs: dict[str, Any]
 
 
-def run_program(stack: str) -> Run:
-    """Run __main__.py for `stack` under mocks; every registration, invoke and stack output recorded."""
+def run_program(stack: str, program: Callable[[], None] | None = None, extra_config: dict | None = None,
+                references: dict[str, dict] | None = None) -> Run:
+    """Run __main__.py (or `program`) for `stack` under mocks; every registration, invoke and stack output
+    recorded. `extra_config` adds or replaces config keys (values as in a stack file); `references` gives the
+    outputs of StackReferences by stack name."""
     import pulumi
     from pulumi.runtime import rpc
     from pulumi.runtime.mocks import MockMonitor
@@ -129,12 +133,17 @@ def run_program(stack: str) -> Run:
     from pulumi.runtime.sync_await import _sync_await
 
     config, secrets = load_stack_config(stack)
+    for key, value in (extra_config or {}).items():
+        config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     registrations: list[Registration] = []
     invokes: list[tuple[str, dict]] = []
     by_urn: dict[str, Registration] = {}
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args):
+            if args.typ == "pulumi:pulumi:StackReference":
+                name = args.inputs.get("name")
+                return name, {"name": name, "outputs": (references or {}).get(name, {}), "secretOutputNames": []}
             return f"{args.name}-id", args.inputs
 
         def call(self, args):
@@ -169,7 +178,10 @@ def run_program(stack: str) -> Run:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     try:
-        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        if program is None:
+            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        else:
+            program()
         _sync_await(wait_for_rpcs())
     except pulumi.RunError as err:
         raise RenderError(str(err), registered=len(registrations)) from None
@@ -182,14 +194,10 @@ def run_program(stack: str) -> Run:
 
 
 def integral(value: Any) -> Any:
-    """Mocks hand every number back as a float: 8.0 -> 8; real fractions stay."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    return value
+    """Mocks hand every number back as a float (8.0 -> 8) and unset inputs as None (dropped)."""
+    from components.profile import normalize
+
+    return normalize(value, drop_none=True)
 
 
 def manifests(run: Run) -> list[dict]:
