@@ -185,8 +185,17 @@ def run_program(stack: str, program: Callable[[], None] | None = None, extra_con
         _sync_await(wait_for_rpcs())
     except pulumi.RunError as err:
         raise RenderError(str(err), registered=len(registrations)) from None
-    root = get_root_resource()
-    outputs = {k: _sync_await(pulumi.Output.from_input(v).future()) for k, v in root.outputs.items()}
+    def resolve(value: Any) -> Any:
+        # Await only real Outputs: Output.from_input on a large plain dict walks it at great cost.
+        if isinstance(value, pulumi.Output):
+            return _sync_await(value.future())
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [resolve(v) for v in value]
+        return value
+
+    outputs = {k: resolve(v) for k, v in get_root_resource().outputs.items()}
     return Run(stack, registrations, invokes, outputs)
 
 
