@@ -7,6 +7,8 @@ which are imported here only for constants.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from components import fabric
 from components.config import PlatformConfig
 
@@ -55,9 +57,12 @@ def normalize(value, drop_none: bool = False):
     render as nprocPerNode "8.0"."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, dict):
+    if isinstance(value, str | bytes):
+        return value
+    # Mappings and Sequences, not just dict/list: policy props arrive as read-only proxies.
+    if isinstance(value, Mapping):
         return {k: normalize(v, drop_none) for k, v in value.items() if not (drop_none and v is None)}
-    if isinstance(value, list | tuple):
+    if isinstance(value, Sequence):
         return [normalize(v, drop_none) for v in value]
     return value
 
