@@ -62,7 +62,7 @@ class Context:
     obj: dict
     templates: list[PodTemplate]
     config: dict
-    objects: list[dict]
+    claims: dict[tuple[str, str], dict]  # (namespace, name) -> PersistentVolumeClaim among the checked objects
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class Rule:
     level: str
     check: Callable[[Context], Iterator[Finding]]
     params: dict = field(default_factory=dict)  # name -> (default, description)
+    mixed: bool = False  # a mandatory rule that also reports advisory findings (CrossGuard gets two policies)
 
 
 # ------------------------------------------------------------------------------------------- pod helpers
@@ -318,9 +319,7 @@ def gang_scheduling(ctx: Context) -> Iterator[Finding]:
 def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     if total_replicas(ctx.templates) < 2:
         return
-    claims = {(o.get("metadata") or {}).get("name"): o for o in ctx.objects if o.get("kind") == "PersistentVolumeClaim"
-              and (o.get("metadata") or {}).get("namespace", "default") ==
-              (ctx.obj.get("metadata") or {}).get("namespace", "default")}
+    namespace = (ctx.obj.get("metadata") or {}).get("namespace", "default")
     for t, c in gpu_containers(ctx):
         volumes = {v.get("name"): v for v in t.template["spec"].get("volumes") or []}
         ckpt_dir = env(c).get("CHECKPOINT_DIR")
@@ -337,7 +336,7 @@ def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
                 yield Finding(f"{where(t, c)} writes checkpoints to {kind} {m['mountPath']}: they vanish with the "
                               "pod or stay on one node; use a ReadWriteMany PersistentVolumeClaim")
             claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
-            pvc = claims.get(claim)
+            pvc = ctx.claims.get((namespace, claim))
             if pvc is not None and "ReadWriteMany" not in ((pvc.get("spec") or {}).get("accessModes") or []):
                 yield Finding(f"{where(t, c)} writes checkpoints to claim {claim!r}, which is not ReadWriteMany: "
                               "pods on other nodes cannot mount it")
@@ -440,7 +439,7 @@ RULES: list[Rule] = [
          shm_size, {"minGiBPerGpu": (1, "Smallest /dev/shm per GPU, in GiB.")}),
     Rule("shm-fits-memory", "/dev/shm fits in the memory limit",
          "The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to it).",
-         MANDATORY, shm_fits_memory),
+         MANDATORY, shm_fits_memory, mixed=True),
     Rule("nccl-ib-enabled", "RDMA pods keep NCCL's IB transport on",
          "Pods that request RDMA resources or secondary networks do not set NCCL_IB_DISABLE to anything but 0.",
          MANDATORY, nccl_ib_enabled),
@@ -455,7 +454,7 @@ RULES: list[Rule] = [
          MANDATORY, nccl_socket_ifname),
     Rule("nccl-known-vars", "Every NCCL_* variable is one NCCL reads",
          "Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the nearest "
-         "known name) are advisory. Source: NCCL v2.30.7's own list.", MANDATORY, nccl_known_vars),
+         "known name) are advisory. Source: NCCL v2.30.7's own list.", MANDATORY, nccl_known_vars, mixed=True),
     Rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging",
          "TRACE is for debugging sessions; exempt those with a label.", ADVISORY, nccl_debug_trace),
     Rule("gang-scheduling", "Multi-pod training jobs are gang-scheduled",
@@ -502,8 +501,15 @@ def exempt(obj: dict, cfg: dict) -> bool:
     return any(labels.get(k) == v for k, v in (cfg.get("exemptLabels") or {}).items())
 
 
-def evaluate(obj, config: dict | None = None, objects: list[dict] | None = None,
+def claim_index(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    return {((o.get("metadata") or {}).get("namespace", "default"), (o.get("metadata") or {}).get("name")): o
+            for o in objects if o.get("kind") == "PersistentVolumeClaim"}
+
+
+def evaluate(obj, config: dict | None = None, claims: dict | None = None,
              rules: list[Rule] | None = None) -> list[Violation]:
+    """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
+    modes of the claims a pod mounts."""
     obj = normalize(obj)
     tpls = pod_templates(obj)
     md = obj.get("metadata") or {}
@@ -512,7 +518,7 @@ def evaluate(obj, config: dict | None = None, objects: list[dict] | None = None,
         cfg = rule_config(rule, config)
         if cfg["enforcementLevel"] == DISABLED or exempt(obj, cfg):
             continue
-        ctx = Context(obj, tpls, cfg, objects or [])
+        ctx = Context(obj, tpls, cfg, claims or {})
         for f in rule.check(ctx):
             level = f.level if f.level == ADVISORY else cfg["enforcementLevel"]
             out.append(Violation(rule.id, level, obj.get("kind", ""), md.get("namespace", ""), md.get("name", ""),

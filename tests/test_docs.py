@@ -15,6 +15,10 @@ def test_config_reference_is_current():
     assert gendocs.OUT.read_text() == gendocs.generate(), "docs/config.md is stale: run `make docs`"
 
 
+def test_policy_catalogue_is_current():
+    assert gendocs.POLICIES_OUT.read_text() == gendocs.generate_policies(), "policies/README.md is stale: make docs"
+
+
 @pytest.mark.parametrize("model", MODELS, ids=[m.__name__ for m in MODELS])
 def test_every_config_field_has_a_docstring(model):
     undocumented = [n for n, f in model.model_fields.items() if not (f.description or "").strip()]

@@ -1,4 +1,5 @@
-"""Generate docs/config.md, the stack config reference, from the pydantic models and their field docstrings.
+"""Generate docs/config.md (the stack config reference, from the pydantic models and their field docstrings)
+and policies/README.md (the rule catalogue, from policies/rules.py).
 
     python -m tools.gendocs [--check]
 """
@@ -17,6 +18,7 @@ from components import config
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "config.md"
+POLICIES_OUT = ROOT / "policies" / "README.md"
 
 
 def _type(ann: object) -> str:
@@ -70,19 +72,48 @@ def generate() -> str:
     return "\n".join(lines)
 
 
+def generate_policies() -> str:
+    from policies.rules import RULES
+
+    lines = ["# fastpath policy pack", "",
+             "Generated from `policies/rules.py` by `python -m tools.gendocs`; do not edit by hand.", "",
+             "Rules that stop a misconfigured training job before it burns GPU-hours. The same rules run two ways:",
+             "", "```sh",
+             "pulumi preview --policy-pack policies [--policy-pack-config policy.json]   # under the Pulumi engine",
+             "python -m tools.lint rendered/prod-ib/manifests.yaml [--config policy.yaml] [--format json]   # offline",
+             "```", "",
+             "`tools.lint` reads multi-document YAML files or folders, prints `rule level kind/namespace/name: "
+             "message` per violation (or a JSON list with `--format json`) and exits 1 when a mandatory rule fails. "
+             "Both take the same config, CrossGuard's policy-config format: `{rule-id: {enforcementLevel: "
+             "mandatory|advisory|disabled, <param>: value, exemptNamespaces: [..], exemptLabels: {k: v}}}`. Pod "
+             "templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, PyTorchJob, MPIJob "
+             "(v1 and v2beta1), TFJob, TrainJob, (Cluster)TrainingRuntime, Volcano Jobs and JobSets.", "",
+             "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
+             "`rdma-ipc-lock` can remediate (enforcementLevel `remediate` adds IPC_LOCK, nothing else).", "",
+             "| id | level | title | what it checks | config |", "|---|---|---|---|---|"]
+    for r in RULES:
+        params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"
+        lines.append(f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
+                     f"{params} |")
+    lines += ["", "Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
+              "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.gendocs", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/config.md is out of date")
     args = ap.parse_args(argv)
-    text = generate()
+    outputs = {OUT: generate(), POLICIES_OUT: generate_policies()}
     if args.check:
-        if not OUT.is_file() or OUT.read_text() != text:
-            print("docs/config.md is out of date: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
+        stale = [p for p, text in outputs.items() if not p.is_file() or p.read_text() != text]
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is out of date: run `make docs`", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from policies.rules import MANDATORY, Violation, evaluate
+from policies.rules import MANDATORY, Violation, claim_index, evaluate
 
 
 def load(paths: list[Path]) -> list[tuple[Path, dict]]:
@@ -38,7 +38,8 @@ def load(paths: list[Path]) -> list[tuple[Path, dict]]:
 
 
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:
-    return [v for obj in objects for v in evaluate(obj, config, objects)]
+    claims = claim_index(objects)
+    return [v for obj in objects for v in evaluate(obj, config, claims)]
 
 
 def format_text(violations: list[Violation]) -> str:

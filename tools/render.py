@@ -337,7 +337,8 @@ def render_stack(stack: str) -> Rendered:
     objs = manifests(run)
     pkgs = packages(run)
     sections = [profile_section(integral(run.outputs.get("profile"))),
-                jobs_section(integral(run.outputs.get("jobs") or {}))]
+                jobs_section(integral(run.outputs.get("jobs") or {})),
+                policy_section(objs)]
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
@@ -363,6 +364,18 @@ def jobs_section(jobs: dict) -> str:
         lines += ["", "| env | value |", "|---|---|"]
         lines += [f"| {k}{' (override)' if k in c['envOverrides'] else ''} | `{v}` |" for k, v in c["env"].items()]
         lines.append("")
+    return "\n".join(lines)
+
+
+def policy_section(objs: list[dict]) -> str:
+    from tools.lint import format_text, lint
+
+    violations = lint(objs)
+    mandatory = sum(v.level == "mandatory" for v in violations)
+    lines = ["## Policy check", "", f"`python -m tools.lint` over manifests.yaml: {len(violations)} violations, "
+             f"{mandatory} mandatory.", ""]
+    if violations:
+        lines += ["```", format_text(violations).rstrip(), "```", ""]
     return "\n".join(lines)
 
 

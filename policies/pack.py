@@ -1,0 +1,67 @@
+"""The CrossGuard policies, built from the rule catalogue. Importable (tests use it); __main__.py only hands
+them to PolicyPack, which serves them and never returns."""
+
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationArgs, ResourceValidationPolicy
+
+from policies.rules import ADVISORY, MANDATORY, RULES, Rule, add_ipc_lock, evaluate, normalize
+
+LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVISORY}
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def _kubernetes_object(args: ResourceValidationArgs) -> dict | None:
+    if not args.resource_type.startswith("kubernetes:"):
+        return None
+    obj = normalize(args.props)  # the one place engine props become plain dicts with integers
+    return obj if obj.get("kind") else None
+
+
+def validator(rule: Rule, level: str):
+    def validate(args: ResourceValidationArgs, report_violation) -> None:
+        obj = _kubernetes_object(args)
+        if obj is None:
+            return
+        config = {rule.id: {**dict(args.get_config()), "enforcementLevel": rule.level}}
+        for v in evaluate(obj, config, rules=[rule]):
+            if v.level == level:
+                report_violation(v.message, None)
+
+    return validate
+
+
+def remediation(rule: Rule):
+    if rule.id != "rdma-ipc-lock":
+        return None
+
+    def remediate(args: ResourceValidationArgs):
+        obj = _kubernetes_object(args)
+        return add_ipc_lock(obj) if obj is not None else None
+
+    return remediate
+
+
+def config_schema(rule: Rule) -> PolicyConfigSchema:
+    props: dict = {name: {"type": JSON_TYPES[type(default)], "default": default, "description": desc}
+                   for name, (default, desc) in rule.params.items()}
+    props["exemptNamespaces"] = {"type": "array", "items": {"type": "string"}, "default": [],
+                                 "description": "Namespaces this rule does not apply to."}
+    props["exemptLabels"] = {"type": "object", "additionalProperties": {"type": "string"}, "default": {},
+                             "description": "Objects with any of these labels (key: value) are exempt."}
+    return PolicyConfigSchema(properties=props)
+
+
+def policies() -> list[ResourceValidationPolicy]:
+    out = []
+    for rule in RULES:
+        out.append(ResourceValidationPolicy(
+            name=rule.id, description=f"{rule.title}. {rule.description}",
+            validate=validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
+            config_schema=config_schema(rule), remediate=remediation(rule)))
+        if rule.mixed:
+            out.append(ResourceValidationPolicy(
+                name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",
+                validate=validator(rule, ADVISORY), enforcement_level=EnforcementLevel.ADVISORY,
+                config_schema=config_schema(rule)))
+    return out

@@ -1,0 +1,98 @@
+"""The CrossGuard pack under pulumi_policy's own argument types: props wrapped as the engine wraps them (a
+read-only proxy over deserialized protobuf, every number a float)."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+from pulumi_policy import EnforcementLevel, ResourceValidationArgs
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from policies import pack, rules
+from tests.conftest import ROOT
+from tools import lint
+
+FIXTURES = Path(__file__).parent / "policies"
+
+
+def engine_args(obj: dict, config: dict | None = None) -> ResourceValidationArgs:
+    struct = struct_pb2.Struct()
+    struct.update(obj)  # protobuf Struct: every number becomes a double, as on the wire
+    props = unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
+    group_version = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
+    return ResourceValidationArgs(f"kubernetes:{group_version}:{obj['kind']}", props,
+                                  f"urn:pulumi:s::p::{obj['kind']}::x", "x", None, None, config or {})
+
+
+def run_policy(policy, obj, config=None) -> list[str]:
+    found: list[str] = []
+    policy.validate(engine_args(obj, config), lambda message, urn=None: found.append(message))
+    return found
+
+
+POLICIES = {p.name: p for p in pack.policies()}
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/*/*.yaml")), ids=lambda p: f"{p.parent.parent.name}/"
+                         f"{p.parent.name}/{p.stem}")
+def test_engine_path_agrees_with_the_linter(path):
+    rule_id = path.parent.parent.name
+    objects = [o for _, o in lint.load([path])]
+    if len(objects) > 1:
+        pytest.skip("cross-object fixture: CrossGuard sees one resource at a time")
+    (obj,) = objects
+    offline = [v.message for v in lint.lint([obj]) if v.rule == rule_id]
+    engine = run_policy(POLICIES[rule_id], obj)
+    if rule_id in ("nccl-known-vars", "shm-fits-memory"):
+        engine += run_policy(POLICIES[f"{rule_id}-advisory"], obj)
+    assert sorted(engine) == sorted(offline)
+
+
+def test_numbers_arrive_as_floats_and_are_normalized():
+    (obj,) = [o for _, o in lint.load([FIXTURES / "gpu-procs-match" / "fail" / "fewer-procs.yaml"])]
+    args = engine_args(obj)
+    limits = args.props["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"][
+        "limits"]
+    assert isinstance(limits["nvidia.com/gpu"], float)  # what the engine hands a policy
+    messages = run_policy(POLICIES["gpu-procs-match"], obj)
+    assert len(messages) == 2  # Master and Worker
+    assert all("has 8 GPUs but nprocPerNode is 4" in m for m in messages)
+
+
+def test_policy_config_reaches_the_rule():
+    (obj,) = [o for _, o in lint.load([FIXTURES / "shm-size" / "pass" / "pod.yaml"])]
+    assert run_policy(POLICIES["shm-size"], obj) == []
+    assert len(run_policy(POLICIES["shm-size"], obj, {"minGiBPerGpu": 2})) == 1
+
+
+def test_non_kubernetes_resources_are_ignored():
+    args = ResourceValidationArgs("aws:s3/bucket:Bucket", unknown_checking_proxy({"bucket": "x"}), "urn", "x",
+                                  None, None, {})
+    found = []
+    POLICIES["image-pinned"].validate(args, lambda m, u=None: found.append(m))
+    assert found == []
+
+
+def test_remediation_adds_ipc_lock_through_the_engine_types():
+    (obj,) = [o for _, o in lint.load([FIXTURES / "rdma-ipc-lock" / "fail" / "no-ipc-lock.yaml"])]
+    fixed = POLICIES["rdma-ipc-lock"].remediate(engine_args(obj))
+    assert fixed["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+
+
+def test_pack_entrypoint_registers_every_rule(monkeypatch):
+    import pulumi_policy
+
+    seen = {}
+
+    def fake_pack(name, enforcement_level, policies):  # PolicyPack itself serves forever
+        seen.update(name=name, level=enforcement_level, policies=policies)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", fake_pack)
+    runpy.run_path(str(ROOT / "policies" / "__main__.py"), run_name="__main__")
+    names = {p.name for p in seen["policies"]}
+    assert seen["name"] == "fastpath" and seen["level"] == EnforcementLevel.ADVISORY
+    assert {r.id for r in rules.RULES} <= names
+    levels = {p.name: p.enforcement_level for p in seen["policies"]}
+    assert levels["rdma-ipc-lock"] == EnforcementLevel.MANDATORY and levels["shm-size"] == EnforcementLevel.ADVISORY
