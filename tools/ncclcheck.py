@@ -31,7 +31,9 @@ INIT = re.compile(r"rank (\d+) nranks (\d+) .*- Init COMPLETE")
 NRANKS = re.compile(r"rank \d+ nranks (\d+)")
 ENV_SET = re.compile(r"(NCCL_\w+) set by environment to (\S*)")
 # nccl-tests: size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
-RESULT = re.compile(r"^\s*(\d+)\s+\d+\s+\w+\s+\S+\s+-?\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+\S+\s+[\d.]+\s+[\d.]+\s+([\d.]+)")
+RESULT = re.compile(r"^\s*(\d+)\s+\d+\s+\w+\s+\S+\s+-?\d+"  # size count type redop root
+                    r"\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+\S+"  # out-of-place time algbw busbw #wrong
+                    r"\s+[\d.]+\s+[\d.]+\s+([\d.]+)")  # in-place time algbw busbw
 AVG_BUSBW = re.compile(r"# Avg bus bandwidth\s*:\s*([\d.]+)")
 
 # (pattern, what it means and which knob fixes it)
