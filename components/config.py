@@ -450,6 +450,9 @@ class JobSpec(_Model):
     """Existing claims mounted read-only."""
     debug_nccl: bool = False
     """Log NCCL at INFO with the INIT and NET subsystems (transport and HCA choice). Default false (WARN)."""
+    preflight: bool = True
+    """On RDMA fabrics, an init container checks GPUs, RDMA devices, HCAs, rail interfaces, memlock and /dev/shm
+    and fails fast with the fix instead of letting NCCL fall back to TCP. Default true."""
     backoff_limit: Annotated[int, Field(ge=0)] = 3
     """Restarts of failed pods before the job fails (transient failures). Default 3."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0)] = 259200

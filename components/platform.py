@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 
@@ -12,12 +13,23 @@ from components.config import PlatformConfig
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.networks import SecondaryNetworks, SecondaryNetworksArgs
-from components.profile import profile
+from components.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
 from components.sriov import SriovNetworks, SriovNetworksArgs
 from components.training_operator import TrainingOperator, TrainingOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
 
 COMPONENT = "platform"
+
+
+PREFLIGHT_SCRIPT = Path(__file__).with_name("preflight.sh")
+
+
+def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
+    if not fabric.is_rdma(platform.fabric):
+        return []
+    return [{"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": k8s.meta(PREFLIGHT_CONFIGMAP, platform.cluster, COMPONENT, namespace=ns),
+             "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text()}} for ns in platform.training_namespaces]
 
 
 def training_namespaces(platform: PlatformConfig) -> list[dict]:
@@ -54,6 +66,8 @@ class Platform(pulumi.ComponentResource):
         p = args.platform
         child = pulumi.ResourceOptions(parent=self)
         self.namespaces = [k8s.apply(m, child) for m in training_namespaces(p)]
+        self.preflight = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
+                          for m in preflight_configmaps(p)]
         self.gpu_operator = None
         if p.components.gpu_operator:
             self.gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(p), child)

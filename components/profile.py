@@ -21,6 +21,8 @@ PRIORITY_CLASSES = (
 DEFAULT_PRIORITY_CLASS = "training-standard"
 CHECKPOINT_CLAIM = "checkpoints"
 CHECKPOINT_ROOT = "/checkpoints"
+PREFLIGHT_CONFIGMAP = "fastpath-preflight"
+PREFLIGHT_KEY = "preflight.sh"
 
 
 def profile(platform: PlatformConfig) -> dict:
@@ -48,6 +50,9 @@ def profile(platform: PlatformConfig) -> dict:
         },
         "checkpoints": ({"claim": CHECKPOINT_CLAIM, "mountRoot": CHECKPOINT_ROOT}
                         if platform.components.checkpoint_storage else None),
+        # The preflight script ships as a ConfigMap in each training namespace on RDMA fabrics.
+        "preflight": ({"configMap": PREFLIGHT_CONFIGMAP, "key": PREFLIGHT_KEY}
+                      if fabric.is_rdma(platform.fabric) else None),
     }
 
 

@@ -169,10 +169,34 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker") -> dict:
     if r.scheduler:
         pod["schedulerName"] = r.scheduler
         pod["priorityClassName"] = r.priority_class
+    if r.spec.preflight and prof.get("preflight") and r.wiring.capabilities:
+        pod["initContainers"] = [preflight_container(r, limits)]
+        volumes.append({"name": "preflight", "configMap": {"name": prof["preflight"]["configMap"]}})
     metadata: dict = {"labels": _labels(r, role)}
     if r.wiring.annotations:
         metadata["annotations"] = dict(r.wiring.annotations)
     return {"metadata": metadata, "spec": pod}
+
+
+def preflight_container(r: Resolved, limits: dict) -> dict:
+    """Checks the pod is on the fast path before the job starts. It requests the same GPUs and rail devices (the
+    kubelet hands an init container's devices on to the app container) and little memory."""
+    fab = FabricConfig.model_validate(r.profile["fabric"])
+    rdma_devices = sum(r.wiring.resources.values())
+    hcas = "" if fab.attachment == "sriov" else " ".join(rail.hca for rail in r.wiring.rails)
+    env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas,
+           "PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)}
+    small = {**limits, "memory": "256Mi", "cpu": 1}
+    return {
+        "name": "preflight",
+        "image": r.spec.image,
+        "command": ["sh", f"/fastpath/{r.profile['preflight']['key']}"],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "resources": {"limits": small, "requests": dict(small)},
+        "securityContext": {"capabilities": {"add": list(r.wiring.capabilities)}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "preflight", "mountPath": "/fastpath", "readOnly": True}],
+    }
 
 
 def run_policy(r: Resolved) -> dict:

@@ -239,3 +239,41 @@ def test_missing_profile_in_stack_reference_is_a_clear_error():
 
     with pytest.raises(ValueError, match="exports no `profile`"):
         render.run_program("dev", program=lambda: from_stack("acme/other/prod"), references={})
+
+
+@pytest.mark.parametrize(("fab", "extra", "present", "hcas"), [
+    ("ib-sriov", {}, True, ""),  # VF names are not the host's: count devices, do not name them
+    ("roce-shared", {}, True, "mlx5_0 mlx5_1"),
+    ("efa", {}, True, ""),
+    ("tcp", {}, False, None),
+    ("ib-sriov", {"preflight": False}, False, None),
+])
+def test_preflight_init_container(fab, extra, present, hcas):
+    prof = profile_for(fab)
+    r = training_job.resolve(job("pytorch", "fixed", **extra), prof)
+    pod = training_job.pod_template(r, ["x"])["spec"]
+    if not present:
+        assert "initContainers" not in pod and not any(v["name"] == "preflight" for v in pod["volumes"])
+        return
+    (init,) = pod["initContainers"]
+    env = {e["name"]: e["value"] for e in init["env"]}
+    assert env["PREFLIGHT_GPUS"] == "8" and env["PREFLIGHT_HCAS"] == hcas
+    assert env["PREFLIGHT_RDMA_DEVICES"] == str(sum(r.wiring.resources.values()))
+    assert env["PREFLIGHT_INTERFACES"] == " ".join(r.wiring.interfaces)
+    assert env["PREFLIGHT_SHM_BYTES"] == str(128 * 2**30)
+    # Same devices as the app container (the kubelet hands them on), little memory of its own.
+    app_limits = pod["containers"][0]["resources"]["limits"]
+    assert {k: v for k, v in init["resources"]["limits"].items() if k not in ("memory", "cpu")} == {
+        k: v for k, v in app_limits.items() if k not in ("memory", "cpu")}
+    assert {"name": "preflight", "configMap": {"name": "fastpath-preflight"}} in pod["volumes"]
+    assert init["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def test_preflight_configmap_ships_the_tested_script():
+    from components import platform as platform_mod
+
+    p = PlatformConfig.model_validate(stack_platform("prod-roce"))
+    cms = platform_mod.preflight_configmaps(p)
+    assert [c["metadata"]["namespace"] for c in cms] == ["training", "research"]
+    assert cms[0]["data"]["preflight.sh"] == platform_mod.PREFLIGHT_SCRIPT.read_text()
+    assert platform_mod.preflight_configmaps(PlatformConfig.model_validate(stack_platform("dev"))) == []
