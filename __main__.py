@@ -3,6 +3,7 @@
 import pulumi
 
 from components import config
+from components.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.platform import Platform, PlatformArgs
 from components.training_job import TrainingJob, TrainingJobArgs
 
@@ -18,5 +19,9 @@ platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 jobs = [TrainingJob(spec.name, TrainingJobArgs(spec=spec, profile=platform.profile),
                     pulumi.ResourceOptions(depends_on=[platform]))
         for spec in cfg.jobs]
+if cfg.platform.acceptance.enabled:
+    acceptance = FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
+                                  pulumi.ResourceOptions(depends_on=[platform]))
+    pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile)
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

@@ -286,6 +286,23 @@ class ComponentsConfig(_Model):
     """Install the checkpoint StorageClass/claims. Default true."""
 
 
+class AcceptanceConfig(_Model):
+    enabled: bool = False
+    """Declare the fabric acceptance job(s): nccl-tests all_reduce_perf wired exactly like a training job. Default
+    false."""
+    nodes: Annotated[int, Field(gt=0)] | None = None
+    """Nodes of the acceptance run (all their GPUs). Default: 2, or 1 on a one-node cluster."""
+    scaling: list[Annotated[int, Field(gt=0)]] = []
+    """Also run on each of these node counts (e.g. [1, 2, 4, 8]) to show how bus bandwidth scales."""
+    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.9
+    """Share of the rails' line rate the allreduce bus bandwidth must reach: the floor is rails x link speed x
+    efficiency (0.9 puts 8x400G NDR at 360 GB/s). Default 0.9."""
+    min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
+    """Explicit floor in GB/s, replacing the derived one (needed for tcp and efa, which have no rails)."""
+    image: str = versions.NCCL_TESTS_IMAGE
+    """Image with nccl-tests built with MPI. Default pinned in components/versions.py."""
+
+
 class PlatformConfig(_Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
@@ -309,6 +326,8 @@ class PlatformConfig(_Model):
     """Component versions; defaults pinned in components/versions.py."""
     components: ComponentsConfig = ComponentsConfig()
     """Which components to install."""
+    acceptance: AcceptanceConfig = AcceptanceConfig()
+    """The fabric acceptance job (off by default)."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> PlatformConfig:
@@ -339,6 +358,12 @@ class PlatformConfig(_Model):
             if block < need:
                 raise ValueError(f"fabric.rails[{i}].subnet {rail.subnet} leaves {block} addresses per node for "
                                  f"nodes.count {self.nodes.count}; each node needs {need}: use a larger subnet")
+        for key, n in [("acceptance.nodes", self.acceptance.nodes)] + [
+                (f"acceptance.scaling[{i}]", n) for i, n in enumerate(self.acceptance.scaling)]:
+            if n is not None and n > self.nodes.count:
+                raise ValueError(f"{key} is {n} but the cluster has {self.nodes.count} nodes (nodes.count)")
+        if self.acceptance.enabled and not self.components.training_operator:
+            raise ValueError("acceptance.enabled needs components.trainingOperator (the job is an MPIJob)")
         if self.components.network_operator and self.fabric.kind in ("tcp", "efa"):
             raise ValueError(f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
                              "Operator serves infiniband and roce fabrics; remove components.networkOperator")

@@ -71,13 +71,17 @@ class PodWiring:
     env: dict[str, str] = field(default_factory=dict)
     interfaces: tuple[str, ...] = ()
     rails: tuple[Rail, ...] = ()
+    kind: str = "tcp"
 
     @property
     def transport(self) -> str:
-        """The NCCL network transport this wiring should produce (what ncclcheck expects)."""
-        if self.env.get("NCCL_IB_DISABLE") == "1":
+        """The NCCL network transport this wiring should produce, as tools.ncclcheck names it: ib, roce (IB verbs
+        over a RoCE link layer), efa or socket."""
+        if self.env.get("NCCL_IB_DISABLE") == "1" or self.kind == "tcp":
             return "socket"
-        return "efa" if EFA_RESOURCE in self.resources else ("ib" if self.rails else "socket")
+        if self.kind == "efa":
+            return "efa"
+        return "roce" if self.kind == "roce" else "ib"
 
 
 def is_rdma(fabric: FabricConfig) -> bool:
@@ -165,6 +169,7 @@ def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: i
         env=nccl_env(fabric, used, debug),
         interfaces=tuple(r.pod_interface(i) for i, r in enumerate(used)),
         rails=tuple(used),
+        kind=fabric.kind,
     )
 
 

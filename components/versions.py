@@ -31,3 +31,8 @@ TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/
 MELLANOX_REPOSITORY = "nvcr.io/nvidia/mellanox"
 NETWORK_OPERATOR_COMPONENT_TAG = "network-operator-v26.4.1"
 DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"
+
+# Fabric acceptance: NGC's PyTorch containers ship nccl-tests built with MPI (all_reduce_perf_mpi in
+# /usr/local/bin, from cuda-dl-base), so the acceptance job runs the image the training jobs use.
+NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
+NCCL_TESTS_ALL_REDUCE = "all_reduce_perf_mpi"

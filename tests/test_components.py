@@ -232,7 +232,7 @@ def test_graph_parents_and_ordering(rendered):
         assert release["volcano"].urn in q.dependencies
     for r in regs(run, ":SriovNetworkNodePolicy") + regs(run, ":SriovIBNetwork"):
         assert release["network-operator"].urn in r.dependencies
-    top_level = {"fastpath:platform:Platform", "fastpath:jobs:TrainingJob"}
+    top_level = {"fastpath:platform:Platform", "fastpath:jobs:TrainingJob", "fastpath:verify:FabricAcceptance"}
     for r in run.registrations:
         if r.type not in top_level:
             assert r.parent in by_urn, f"{r.type} {r.name} is not parented to a fastpath component"
@@ -262,6 +262,6 @@ def test_one_nfd_and_no_mpi_operator(stack, rendered):
 def test_profile_is_plain_serializable_data(rendered):
     profile = rendered("prod-roce").run.outputs["profile"]
     assert json.loads(json.dumps(profile)) == profile
-    assert profile["transport"] == "ib"
+    assert profile["transport"] == "roce"
     assert profile["ncclEnv"]["NCCL_IB_TC"] == "106"
     assert [r["network"] for r in profile["rails"]] == ["rail0-shared", "rail1-shared"]

@@ -79,7 +79,7 @@ def test_debug_turns_on_init_and_net_logging():
 @pytest.mark.parametrize(("fab", "transport"), [
     ({"kind": "tcp"}, "socket"),
     ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
-    ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "ib"),
+    ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "roce"),
     ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
 ])
 def test_expected_transport(fab, transport):

@@ -338,6 +338,7 @@ def render_stack(stack: str) -> Rendered:
     pkgs = packages(run)
     sections = [profile_section(integral(run.outputs.get("profile"))),
                 jobs_section(integral(run.outputs.get("jobs") or {})),
+                acceptance_section(integral(run.outputs.get("acceptance") or [])),
                 policy_section(objs)]
     files = {
         "manifests.yaml": dump_all(objs),
@@ -364,6 +365,18 @@ def jobs_section(jobs: dict) -> str:
         lines += ["", "| env | value |", "|---|---|"]
         lines += [f"| {k}{' (override)' if k in c['envOverrides'] else ''} | `{v}` |" for k, v in c["env"].items()]
         lines.append("")
+    return "\n".join(lines)
+
+
+def acceptance_section(runs: list[dict]) -> str:
+    if not runs:
+        return ""
+    lines = ["## Fabric acceptance", "", "Run each job, save its launcher log, and check it:", "",
+             "| job | nodes | ranks | expected transport | busbw floor (GB/s) | check |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['job']} | {r['nodes']} | {r['ranks']} | {r.get('expect') or '- (one node)'} | "
+                     f"{r.get('minBusbwGbps', '-')} | `{r['check']}` |")
+    lines.append("")
     return "\n".join(lines)
 
 
