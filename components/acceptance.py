@@ -84,8 +84,7 @@ class FabricAcceptance(pulumi.ComponentResource):
     def __init__(self, name: str, args: FabricAcceptanceArgs, opts: pulumi.ResourceOptions | None = None):
         runs = plan(args.acceptance, args.profile)  # refuse before registering anything
         super().__init__("fastpath:verify:FabricAcceptance", name, None, opts)
-        depends_on = (opts.depends_on if opts else None) or []
-        depends_on = depends_on if isinstance(depends_on, list) else [depends_on]
+        depends_on = k8s.inherited_depends_on(opts)
         self.jobs = [k8s.apply(run["manifest"], pulumi.ResourceOptions(parent=self, depends_on=depends_on))
                      for run in runs]
         self.runs = [{k: v for k, v in run.items() if k != "manifest"} for run in runs]

@@ -54,11 +54,8 @@ class GpuOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:GpuOperator", name, None, opts)
         p = args.platform
-        child = pulumi.ResourceOptions(parent=self)
-        self.namespace = k8s.apply(k8s.namespace(
-            NAMESPACE, p.cluster, COMPONENT, "privileged",
-            "driver and toolkit DaemonSets load kernel modules and mount host paths"), child)
-        self.release = k8s.helm_release(
-            "gpu-operator", versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, p.versions.gpu_operator,
-            NAMESPACE, values(p), pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+        self.namespace, self.release = k8s.operator_install(
+            self, p.cluster, COMPONENT, NAMESPACE, "privileged",
+            "driver and toolkit DaemonSets load kernel modules and mount host paths",
+            "gpu-operator", versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, p.versions.gpu_operator, values(p))
         self.register_outputs({"namespace": NAMESPACE})

@@ -85,6 +85,23 @@ def apply(manifest: dict, opts: Any = None, name: str | None = None) -> Any:
     return k8s.apiextensions.CustomResource(rname, api_version=api_version, kind=kind, opts=opts, **fields)
 
 
+def operator_install(parent: Any, cluster: str, component: str, namespace_name: str, enforce: str, why: str,
+                     release: str, chart: str, repo: str, version: str, values: dict) -> tuple[Any, Any]:
+    """An operator's namespace (Pod Security chosen on purpose, `why` recorded) and its Helm release in it."""
+    import pulumi
+
+    ns = apply(namespace(namespace_name, cluster, component, enforce, why), pulumi.ResourceOptions(parent=parent))
+    rel = helm_release(release, chart, repo, version, namespace_name, values,
+                       pulumi.ResourceOptions(parent=parent, depends_on=[ns]))
+    return ns, rel
+
+
+def inherited_depends_on(opts: Any) -> list:
+    """A component's depends_on does not hold back its children: they must be given it themselves."""
+    deps = (opts.depends_on if opts else None) or []
+    return deps if isinstance(deps, list) else [deps]
+
+
 def helm_release(name: str, chart: str, repo: str, version: str, namespace: str, values: dict, opts: Any) -> Any:
     """A real Helm release (helm.v3.Release, not helm.v3/v4 Chart): the operator charts rely on Helm hooks (CRD
     upgrades, webhook certificates, admission secrets) that only a real release runs. The namespace is created

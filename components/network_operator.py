@@ -115,14 +115,11 @@ class NetworkOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:NetworkOperator", name, None, opts)
         p = args.platform
-        self.namespace = k8s.apply(k8s.namespace(
-            NAMESPACE, p.cluster, COMPONENT, "privileged",
-            "DOCA driver, device plugins and CNI DaemonSets need host network, host paths and privileges"),
-            pulumi.ResourceOptions(parent=self))
-        self.release = k8s.helm_release(
+        self.namespace, self.release = k8s.operator_install(
+            self, p.cluster, COMPONENT, NAMESPACE, "privileged",
+            "DOCA driver, device plugins and CNI DaemonSets need host network, host paths and privileges",
             "network-operator", versions.NETWORK_OPERATOR_CHART, versions.NETWORK_OPERATOR_REPO,
-            p.versions.network_operator, NAMESPACE, values(p),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+            p.versions.network_operator, values(p))
         self.policy = k8s.apply(nic_cluster_policy(p), pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
         self.pools = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=[self.policy]))
                       for m in ip_pools(p)]

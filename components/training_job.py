@@ -346,9 +346,7 @@ class TrainingJob(pulumi.ComponentResource):
         super().__init__("fastpath:jobs:TrainingJob", name, None, opts)
         self.manifest = manifest(resolved)
         self.contract = contract(resolved)
-        # A component's depends_on does not hold back its children: pass it on, or the job could be created
-        # before the Training Operator's CRD or the Volcano queue exists.
-        depends_on = (opts.depends_on if opts else None) or []
-        depends_on = depends_on if isinstance(depends_on, list) else [depends_on]
+        # Passed on, or the job could be created before the Training Operator's CRD or the Volcano queue exists.
+        depends_on = k8s.inherited_depends_on(opts)
         self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
         self.register_outputs({"contract": self.contract})

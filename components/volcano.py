@@ -61,12 +61,9 @@ class Volcano(pulumi.ComponentResource):
     def __init__(self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:Volcano", name, None, opts)
         p = args.platform
-        self.namespace = k8s.apply(k8s.namespace(
-            NAMESPACE, p.cluster, COMPONENT, "baseline", "scheduler, controllers and webhook run unprivileged"),
-            pulumi.ResourceOptions(parent=self))
-        self.release = k8s.helm_release(
-            "volcano", versions.VOLCANO_CHART, versions.VOLCANO_REPO, p.versions.volcano, NAMESPACE, values(p),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+        self.namespace, self.release = k8s.operator_install(
+            self, p.cluster, COMPONENT, NAMESPACE, "baseline", "scheduler, controllers and webhook run unprivileged",
+            "volcano", versions.VOLCANO_CHART, versions.VOLCANO_REPO, p.versions.volcano, values(p))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.release])
         self.queues = [k8s.apply(m, after) for m in queues(p)]
         self.priority_classes = [k8s.apply(m, pulumi.ResourceOptions(parent=self)) for m in priority_classes(p)]
