@@ -396,14 +396,14 @@ def render_files(stack: str) -> dict[str, str]:
     return render_stack(stack).files
 
 
-def check(stack: str, files: dict[str, str], out: Path) -> list[str]:
+def check(files: dict[str, str], out: Path) -> list[str]:
     diffs = []
     for name, text in files.items():
         path = out / name
         old = path.read_text() if path.is_file() else ""
         if old != text:
             diffs.extend(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                              f"a/{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}",
+                                              f"a/{_rel(path)}",
                                               f"b/{name} (fresh render)"))
     return diffs
 
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 2
     if args.check:
-        diffs = check(args.stack, files, out)
+        diffs = check(files, out)
         if diffs:
             sys.stdout.writelines(diffs)
             print(f"\nrendered/{args.stack} is stale: run `make render STACK={args.stack}` and commit it.",
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in files.items():
         (out / name).write_text(text)
     print(files["SUMMARY.md"].split("## Packages")[0].rstrip())
-    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/"
+    print(f"\nwrote {_rel(out)}/"
           f"{{{', '.join(files)}}}")
     return 0
 
