@@ -61,11 +61,10 @@ def lint_objects(n: int) -> list[dict]:
     """A realistic mix: the rendered prod-ib objects (platform and jobs), repeated with new names."""
     import copy
 
-    import yaml
-
+    from tools.manifests import load
     from tools.render import RENDERED
 
-    base = [o for o in yaml.safe_load_all((RENDERED / STACK / "manifests.yaml").read_text()) if o]
+    base = [o for _, o in load([RENDERED / STACK / "manifests.yaml"])]
     out = []
     for i in range(n):
         obj = copy.deepcopy(base[i % len(base)])

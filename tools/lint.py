@@ -17,24 +17,7 @@ from pathlib import Path
 import yaml
 
 from policies.rules import MANDATORY, Violation, claim_index, evaluate
-
-
-def load(paths: list[Path]) -> list[tuple[Path, dict]]:
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml"))
-        else:
-            files.append(p)
-    out = []
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    for f in files:
-        for doc in yaml.load_all(f.read_text(), Loader=loader):
-            if isinstance(doc, dict) and doc.get("kind") == "List":
-                out += [(f, item) for item in doc.get("items") or [] if isinstance(item, dict)]
-            elif isinstance(doc, dict) and doc.get("kind"):
-                out.append((f, doc))
-    return out
+from tools.manifests import load
 
 
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:

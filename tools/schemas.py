@@ -17,6 +17,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from tools.manifests import LOADER, load
+
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT.parent / "shared" / "upstream" / "crds"
 K8S_VERSION = "1.37.0"
@@ -48,7 +50,7 @@ def crd_schemas(crds_dir: Path = CRDS) -> dict[tuple[str, str], dict]:
     out = {}
     for path in sorted(crds_dir.glob("*.yaml")):
         # The CRDs are megabytes of YAML: use libyaml's loader where PyYAML has it.
-        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        for doc in yaml.load_all(path.read_text(), Loader=LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
@@ -109,14 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crds", type=Path, default=CRDS)
     args = ap.parse_args(argv)
     bad = 0
-    for path in args.paths:
-        for obj in yaml.safe_load_all(path.read_text()):
-            if not obj:
-                continue
-            for e in validate(obj, args.crds):
-                bad += 1
-                md = obj.get("metadata", {})
-                print(f"{path}: {obj.get('kind')} {md.get('namespace', '')}/{md.get('name')}: {e}")
+    for path, obj in load(args.paths):
+        for e in validate(obj, args.crds):
+            bad += 1
+            md = obj.get("metadata", {})
+            print(f"{path}: {obj.get('kind')} {md.get('namespace', '')}/{md.get('name')}: {e}")
     return 1 if bad else 0
 
 
