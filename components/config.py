@@ -550,9 +550,6 @@ def nccl_problems(where: str, name: str, value: str) -> list[str]:
     if not name.startswith("NCCL_"):
         return []
     verdict = nccl.classify(name)
-    if verdict.status == "not_nccl" and name == "NCCL_TIMEOUT":
-        return [f"{where}.NCCL_TIMEOUT is not read by NCCL: the collective timeout is PyTorch's, "
-                "torch.distributed.init_process_group(timeout=...)"]
     if not verdict.ok and verdict.status != "deprecated":
         return [f"{where}.{verdict.hint}"]
     p = nccl.value_problem(name, value)
@@ -641,8 +638,8 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
 
 
 def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
-    """Each job on its own (JobSpec), then against this cluster's profile, then shm against memory."""
-    from components import training_job
+    """Each job on its own (JobSpec), then against this cluster's profile (training_job.problems), then names."""
+    from components import acceptance, training_job
     from components.profile import profile as make_profile
 
     prof = make_profile(platform)
@@ -655,15 +652,20 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
         except ValidationError as err:
             problems += _problems(err, prefix)
             continue
-        found = [f"{prefix}.{key}: {msg}" for key, msg in job_problems(job, prof)]
-        if not found:
-            found = [f"{prefix}.{key}: {msg}" for key, msg in training_job.sizing_problems(job, prof)]
-        problems += found
+        problems += [f"{prefix}.{key}: {msg}" for key, msg in training_job.problems(job, prof)]
         out.append(job)
     names = [(j.namespace or prof["namespaces"][0], j.name) for j in out]
     for i, n in enumerate(names):
         if names.index(n) != i:
             problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
+    # The acceptance jobs live in the first training namespace under fixed names.
+    if platform.acceptance.enabled:
+        reserved = {acceptance.job_spec(platform.acceptance, n).name
+                    for n in acceptance.node_counts(platform.acceptance, platform.nodes.count)}
+        for i, (ns, name) in enumerate(names):
+            if ns == prof["namespaces"][0] and name in reserved:
+                problems.append(f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "
+                                "(fastpath:platform.acceptance): rename the job")
     if problems:
         raise ConfigError(source, problems)
     return out

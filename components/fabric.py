@@ -114,10 +114,15 @@ def rails_for(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> list[Rail]
     return all_rails[:used]
 
 
+def visible_hcas(fabric: FabricConfig, used: list[Rail]) -> list[str]:
+    """The HCA names a pod sees, when they are known: the host's with `shared` and `hostdevice`; none with
+    `sriov`, whose VFs get RDMA device names of their own."""
+    return [] if fabric.attachment == "sriov" else [r.hca for r in used]
+
+
 def ib_hca(fabric: FabricConfig, used: list[Rail]) -> str:
-    if fabric.attachment == "sriov":
-        return "mlx5"
-    return nccl.hca_list([r.hca for r in used])
+    names = visible_hcas(fabric, used)
+    return nccl.hca_list(names) if names else "mlx5"
 
 
 def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dict[str, str]:

@@ -16,6 +16,11 @@ from pathlib import Path
 
 DATA_FILE = Path(__file__).parent / "data" / "nccl_env.json"
 
+# Where NCCL's own list explains a not-NCCL name at length, the sentence a user needs.
+_NOT_NCCL_SHORT = {
+    "NCCL_TIMEOUT": "the collective timeout is PyTorch's, torch.distributed.init_process_group(timeout=...)",
+}
+
 # Types whose value NCCL parses with strtoll: anything but an integer silently becomes 0 (`true` -> 0).
 _INT_TYPES = ("int", "bool", "enum-int", "uint64")
 
@@ -52,7 +57,9 @@ def classify(name: str) -> Verdict:
             return Verdict(name, "deprecated", f"{name} is deprecated; use {entry.get('replacement')} instead")
         return Verdict(name, "known")
     if name in cat["not_nccl_variables"]:
-        return Verdict(name, "not_nccl", cat["not_nccl_variables"][name])
+        why = _NOT_NCCL_SHORT.get(name) or cat["not_nccl_variables"][name].split(". ")[0].rstrip(".").removeprefix(
+            "Not an NCCL variable: ")
+        return Verdict(name, "not_nccl", f"{name} is not read by NCCL: {why}")
     for pattern, owner in cat["plugin_owned_prefixes"].items():
         if pattern.endswith("*") and name.startswith(pattern[:-1]) or name == pattern:
             return Verdict(name, "plugin", owner)

@@ -1,8 +1,8 @@
 """The platform profile: everything a TrainingJob needs to wire a pod for one cluster. Pure data.
 
 The stack exports it as `profile`; jobs in the same program take it from Platform.profile, jobs in another
-project from a StackReference (`from_stack`). Volcano and checkpoint names come from their components' modules,
-which are imported here only for constants.
+project from a StackReference (`from_stack`). The names jobs refer to (scheduler, priority tiers, checkpoint
+claim, preflight ConfigMap) are defined here; the Volcano and checkpoint components take them from this module.
 """
 
 from __future__ import annotations

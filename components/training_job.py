@@ -84,12 +84,17 @@ def sizing_problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     return []
 
 
+def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
+    """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
+    return job_problems(spec, profile) or sizing_problems(spec, profile)
+
+
 def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolved:
     """Check `spec` against the cluster and fill in everything. Raises ConfigError naming each bad key."""
     profile = normalize(profile)
-    problems = job_problems(spec, profile) or sizing_problems(spec, profile)
-    if problems:
-        raise ConfigError(source, [f"{spec.name}.{k}: {m}" for k, m in problems])
+    found = problems(spec, profile)
+    if found:
+        raise ConfigError(source, [f"{spec.name}.{k}: {m}" for k, m in found])
     gpus, memory, shm, cpus = sizing(spec, profile)
     namespace = spec.namespace or profile["namespaces"][0]
     sched = profile["scheduler"]
@@ -183,7 +188,7 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
     kubelet hands an init container's devices on to the app container) and little memory."""
     fab = FabricConfig.model_validate(r.profile["fabric"])
     rdma_devices = sum(r.wiring.resources.values())
-    hcas = "" if fab.attachment == "sriov" else " ".join(rail.hca for rail in r.wiring.rails)
+    hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
     env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas,
            "PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)}
     small = {**limits, "memory": "256Mi", "cpu": 1}

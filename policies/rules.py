@@ -270,7 +270,7 @@ def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
                 elif v.status == "deprecated":
                     yield Finding(f"{where(t, c)}: {v.hint}", level=ADVISORY)
                 elif v.status in ("unknown", "not_nccl"):
-                    yield Finding(f"{where(t, c)}: {name}: {v.hint}", level=ADVISORY)
+                    yield Finding(f"{where(t, c)}: {v.hint}", level=ADVISORY)
 
 
 def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:

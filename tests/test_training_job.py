@@ -277,3 +277,12 @@ def test_preflight_configmap_ships_the_tested_script():
     assert [c["metadata"]["namespace"] for c in cms] == ["training", "research"]
     assert cms[0]["data"]["preflight.sh"] == platform_mod.PREFLIGHT_SCRIPT.read_text()
     assert platform_mod.preflight_configmaps(PlatformConfig.model_validate(stack_platform("dev"))) == []
+
+
+def test_job_named_like_an_acceptance_job_is_refused():
+    p = stack_platform("prod-roce")  # acceptance enabled: nccl-allreduce-2n in namespace training
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.name: 'nccl-allreduce-2n' is the name of a fabric"):
+        config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-allreduce-2n", "nodes": 2}]}, "s")
+    # In another namespace the name is free.
+    config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-allreduce-2n", "nodes": 2,
+                                           "namespace": "research"}]}, "s")
