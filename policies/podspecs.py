@@ -18,6 +18,12 @@ class PodTemplate:
     path: str  # where it sits in the object, for messages
 
 
+# Kubeflow jobs: kind -> the spec key holding {replica type: ReplicaSpec} (kubeflow/trainer@v1.9.4
+# pkg/apis/kubeflow.org/v1/*_types.go).
+REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs", "TFJob": "tfReplicaSpecs",
+                 "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
+
+
 def _n(value, default: int = 1) -> int:
     try:
         return int(value) if value is not None else default
@@ -85,12 +91,8 @@ def pod_templates(obj: dict) -> list[PodTemplate]:
     if kind == "CronJob":
         job = (spec.get("jobTemplate") or {}).get("spec") or {}
         return _tpl(job.get("template"), "pod", _n(job.get("parallelism")), "spec.jobTemplate.spec.template")
-    if kind == "PyTorchJob":
-        return _replica_specs(spec, "pytorchReplicaSpecs")
-    if kind == "MPIJob":  # v1 (Training Operator) and v2beta1 (mpi-operator) share the layout
-        return _replica_specs(spec, "mpiReplicaSpecs")
-    if kind == "TFJob":
-        return _replica_specs(spec, "tfReplicaSpecs")
+    if kind in REPLICA_SPECS:  # MPIJob: v1 (Training Operator) and v2beta1 (mpi-operator) share the layout
+        return _replica_specs(spec, REPLICA_SPECS[kind])
     if kind == "TrainJob":
         return _train_job(spec)
     if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):

@@ -96,3 +96,18 @@ def test_pack_entrypoint_registers_every_rule(monkeypatch):
     assert {r.id for r in rules.RULES} <= names
     levels = {p.name: p.enforcement_level for p in seen["policies"]}
     assert levels["rdma-ipc-lock"] == EnforcementLevel.MANDATORY and levels["shm-size"] == EnforcementLevel.ADVISORY
+
+
+def test_job_rules_read_engine_floats_as_counts():
+    (obj,) = [o for _, o in lint.load([FIXTURES / "restart-budget" / "fail" / "static-16-nodes.yaml"])]
+    args = engine_args(obj)
+    assert isinstance(args.props["spec"]["runPolicy"]["backoffLimit"], float)
+    assert isinstance(args.props["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], float)
+    (message,) = run_policy(POLICIES["restart-budget"], obj)
+    assert "backoffLimit 3 is not above the 16 container restarts" in message and "at least 17" in message
+    (elastic,) = [o for _, o in lint.load([FIXTURES / "restart-budget" / "pass" / "elastic-external-store.yaml"])]
+    assert run_policy(POLICIES["restart-budget"], elastic) == []  # maxRestarts 5.0 still counts as >= 1
+    levels = {p.name: p.enforcement_level for p in pack.policies()}
+    assert levels["mpi-launcher-placement"] == EnforcementLevel.ADVISORY
+    assert all(levels[r] == EnforcementLevel.MANDATORY
+               for r in ("clean-pod-policy", "restart-budget", "init-fail-fast", "nccl-net-set", "shm-mounted"))

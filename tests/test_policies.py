@@ -95,3 +95,124 @@ def test_ipc_lock_remediation_is_additive():
     assert fixed["spec"]["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert lint.lint([fixed]) == []
     assert rules.add_ipc_lock(fixed) is None
+
+
+def _load(rule_id: str, kind: str, name: str) -> dict:
+    (obj,) = [o for _, o in lint.load([FIXTURES / rule_id / kind / f"{name}.yaml"])]
+    return obj
+
+
+def _rules(obj: dict) -> set[str]:
+    return {v.rule for v in lint.lint([obj])}
+
+
+@pytest.mark.parametrize(("fixture", "needed"), [
+    # kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit fails the job at restarts >= backoffLimit.
+    (("restart-budget", "fail", "static-16-nodes"), 17),    # 16 pods under OnFailure: one fault = 16 restarts
+    (("restart-budget", "pass", "static-headroom"), 5),     # 4 pods
+    (("restart-budget", "fail", "elastic-worker0-store"), 9),  # c10d store on worker-0: all 8 agents exit
+    (("restart-budget", "pass", "elastic-external-store"), 2),  # etcd outside the job: only the failed pod
+    (("restart-budget", "fail", "mpijob-backoff-zero"), 2),  # the launcher; sleeping workers never restart
+])
+def test_restart_budget_is_one_more_than_the_restarts_of_one_fault(fixture, needed):
+    obj = _load(*fixture)
+    obj["spec"]["runPolicy"]["backoffLimit"] = needed - 1
+    assert _rules(obj) == {"restart-budget"}
+    assert f"at least {needed}" in lint.lint([obj])[0].message
+    obj["spec"]["runPolicy"]["backoffLimit"] = needed
+    assert _rules(obj) == set()
+    del obj["spec"]["runPolicy"]["backoffLimit"]  # unset: the operator applies no limit at all
+    assert _rules(obj) == set()
+
+
+def test_never_replicas_do_not_count_and_exit_code_needs_a_nonzero_budget():
+    job = _load("restart-budget", "fail", "mpijob-backoff-zero")
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
+    assert _rules(job) == set()
+    exit_code = _load("restart-budget", "fail", "exitcode-backoff-zero")
+    assert "first Failed pod" in lint.lint([exit_code])[0].message
+    exit_code["spec"]["runPolicy"]["backoffLimit"] = 1
+    assert _rules(exit_code) == set()
+
+
+def test_clean_pod_policy_defaults_and_scope():
+    mpi = _load("clean-pod-policy", "fail", "mpijob-unset")
+    (v,) = lint.lint([mpi])
+    assert "sleep 365d" in v.message and "cleanPodPolicy: Running" in v.message and "16 GPUs" in v.message
+    for policy, flagged in (("None", True), ("Running", False), ("All", False)):
+        mpi["spec"]["runPolicy"]["cleanPodPolicy"] = policy
+        assert (_rules(mpi) == {"clean-pod-policy"}) is flagged
+    # The rule is about Training Operator v1 (kubeflow/trainer@v1.9.4); mpi-operator's v2beta1 is not judged.
+    mpi["spec"]["runPolicy"]["cleanPodPolicy"] = "None"
+    mpi["apiVersion"] = "kubeflow.org/v2beta1"
+    assert "clean-pod-policy" not in _rules(mpi)
+
+
+def test_init_containers_by_restart_policy():
+    job = _load("init-fail-fast", "fail", "onfailure-preflight")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    for policy, flagged in (("OnFailure", True), ("Always", True), ("ExitCode", True), ("Never", False)):
+        for rs in replicas.values():
+            rs["restartPolicy"] = policy
+        job["spec"]["runPolicy"]["backoffLimit"] = 0 if policy == "Never" else 17
+        assert (_rules(job) == {"init-fail-fast"}) is flagged, policy
+    job["spec"]["runPolicy"]["backoffLimit"] = 17
+    for rs in replicas.values():  # PyTorchJob replicas default to OnFailure
+        del rs["restartPolicy"]
+    assert _rules(job) == {"init-fail-fast"}
+    for rs in replicas.values():  # operator-injected names are not the user's checks
+        rs["template"]["spec"]["initContainers"][0]["name"] = "init-pytorch"
+    assert _rules(job) == set()
+
+
+@pytest.mark.parametrize(("words", "launcher_env", "flagged"), [
+    (["-x", "NCCL_NET=IB"], {}, False),
+    (["-x", "NCCL_NET"], {"NCCL_NET": "IB"}, False),
+    (["-x", "NCCL_NET"], {}, True),  # forwards nothing: the launcher has no value
+    (["-genv", "NCCL_NET", "IB"], {}, False),
+    ([], {"NCCL_NET": "IB"}, True),  # set on the launcher only: the ranks never see it
+])
+def test_nccl_net_reaches_mpi_ranks_through_mpirun(words, launcher_env, flagged):
+    job = _load("nccl-net-set", "pass", "mpijob-exported")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    argv = [w for w in launcher["command"] if w != "NCCL_NET=IB"]
+    argv = [w for i, w in enumerate(argv) if not (w == "-x" and i + 1 < len(argv) and argv[i + 1] == "-x")]
+    assert "NCCL_NET" not in " ".join(argv)
+    launcher["command"] = ["sh", "-c", " ".join(argv[:3] + words + argv[3:])]  # as a shell script, too
+    launcher["env"] = [{"name": k, "value": v} for k, v in launcher_env.items()] + launcher["env"]
+    assert (_rules(job) == {"nccl-net-set"}) is flagged
+
+
+@pytest.mark.parametrize(("size", "rule"), [("64Mi", "shm-mounted"), ("32Mi", "shm-mounted"), ("0", "shm-mounted"),
+                                            ("65Mi", "shm-size"), ("512Mi", "shm-size"), ("1Gi", None)])
+def test_shm_at_the_runtime_default_is_mandatory_above_it_advisory(size, rule):
+    job = _load("shm-mounted", "fail", "shm-64mi")
+    job["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = size
+    violations = lint.lint([job])
+    assert {v.rule for v in violations} == ({rule} if rule else set())
+    assert all(v.level == rules.BY_ID[v.rule].level for v in violations)
+
+
+def test_launcher_placement_matches_tolerations_like_the_scheduler():
+    job = _load("mpi-launcher-placement", "pass", "tolerations-copied")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher["tolerations"] = [{"operator": "Exists"}]  # tolerates every taint
+    assert _rules(job) == set()
+    launcher["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}]
+    assert _rules(job) == {"mpi-launcher-placement"}
+    (v,) = lint.lint([job])
+    assert v.level == "advisory" and "nvidia.com/gpu:NoSchedule" in v.message
+
+
+@pytest.mark.parametrize(("host", "restarts", "needed"), [
+    ("mistral-sft-rdzv", 5, 2),  # a store Service of its own: survivors re-rendezvous in place
+    ("mistral-sft-worker-0", 5, 9),  # the store dies with that pod: all 8 agents exit
+    ("etcd.training.svc", 0, 9),  # no maxRestarts: every agent exits on the first failure
+])
+def test_elastic_budget_depends_on_where_the_rendezvous_store_lives(host, restarts, needed):
+    job = _load("restart-budget", "pass", "elastic-external-store")
+    job["spec"]["elasticPolicy"].update(rdzvHost=host, maxRestarts=restarts)
+    job["spec"]["runPolicy"]["backoffLimit"] = needed - 1
+    assert _rules(job) == {"restart-budget"}
+    job["spec"]["runPolicy"]["backoffLimit"] = needed
+    assert _rules(job) == set()
