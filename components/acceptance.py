@@ -1,5 +1,15 @@
 """Fabric acceptance: nccl-tests all_reduce_perf across N nodes x all their GPUs, wired exactly like a training
-job on this fabric, with the bus bandwidth the hardware should deliver written next to it."""
+job on this fabric, with the bus bandwidth the hardware should deliver written next to it.
+
+One MPIJob, `nccl-acceptance`, holds as many workers as the largest run; its launcher runs each node count of
+the series in turn (smallest first) on the first N workers, between marker lines that `tools.ncclcheck
+--section N` reads. So the runs never overlap each other, and the job sits in a Volcano queue of its own
+(`fastpath-acceptance`, capped at the largest run's GPUs), not beside the training queues' jobs.
+
+Floors: a multi-node run fails under rails x line rate x `efficiency` (0.75: a rail missing or a link
+degraded) and warns under `warnEfficiency` (0.92: NVIDIA's 46-48 GB/s per NDR NIC); a one-node run is judged
+against the NVLink floor of its GPU.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +22,14 @@ from components import fabric, k8s, training_job, versions
 from components.config import AcceptanceConfig, FabricConfig, JobSpec
 from components.profile import normalize
 
-EXPECT_ANNOTATION = "fastpath.dev/expect-transport"
-FLOOR_ANNOTATION = "fastpath.dev/min-busbw-gbps"
+JOB_NAME = "nccl-acceptance"
+QUEUE = "fastpath-acceptance"
+MARKER = "fastpath-acceptance:"
 CHECK_ANNOTATION = "fastpath.dev/check"
+# One-node allreduce floors (GB/s) by GPU product label: NCCL's ring reaches ~370 on 8 x H100/H200 SXM (NVLink4)
+# and ~230 on 8 x A100 SXM (NVLink3) (../shared/reference/topology.md); the floor leaves room, a broken NVLink
+# or a PCIe fallback lands far below it.
+NVLINK_FLOORS = (("H200", 300.0), ("H100-80GB-HBM3", 300.0), ("H100-SXM", 300.0), ("A100-SXM", 150.0))
 
 
 def node_counts(acc: AcceptanceConfig, cluster_nodes: int) -> list[int]:
@@ -28,38 +43,82 @@ def floor_gbps(acc: AcceptanceConfig, fab: FabricConfig) -> float | None:
     return fabric.expected_busbw_gbps(fab, acc.efficiency) if fab.rails else None
 
 
-def job_spec(acc: AcceptanceConfig, nodes: int, name_prefix: str = "nccl-allreduce") -> JobSpec:
-    env = {"NCCL_ALGO": "Ring"} if nodes > 1 else {}  # a ring measures the network, not tree or NVLS tricks
-    return JobSpec(name=f"{name_prefix}-{nodes}n", framework="mpi", image=acc.image, nodes=nodes, debug_nccl=True,
-                   preflight=True, env=env, ttl_seconds_after_finished=7 * 86400, backoff_limit=0,
+def warn_gbps(acc: AcceptanceConfig, fab: FabricConfig) -> float | None:
+    return fabric.expected_busbw_gbps(fab, acc.warn_efficiency) if fab.rails else None
+
+
+def nvlink_floor_gbps(acc: AcceptanceConfig, gpu_product: str) -> float | None:
+    if acc.nvlink_min_busbw_gbps is not None:
+        return acc.nvlink_min_busbw_gbps
+    return next((floor for part, floor in NVLINK_FLOORS if part in gpu_product), None)
+
+
+def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE) -> JobSpec:
+    # max_restarts 0: a failed acceptance run is a verdict, not something to retry.
+    return JobSpec(name=JOB_NAME, framework="mpi", image=acc.image, nodes=nodes, debug_nccl=True, preflight=True,
+                   ttl_seconds_after_finished=7 * 86400, max_restarts=0, queue=queue,
                    command=[versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"])
 
 
-def plan(acc: AcceptanceConfig, profile: dict) -> list[dict]:
-    """One entry per node count: the MPIJob manifest and what its log must show."""
+def series_script(r: training_job.Resolved, counts: list[int]) -> str:
+    """The launcher's series: each node count in turn on the first N workers, between marker lines; the job
+    fails if any run failed, after all ran."""
+    base = training_job.mpirun_command(r)
+    np_at = base.index("-np")
+    lines = ["status=0"]
+    for n in counts:
+        hosts = ",".join(f"{r.spec.name}-worker-{i}:{r.gpus}" for i in range(n))
+        # A ring measures the network, not tree or NVLS tricks (with more than one node).
+        ring = ["-x", "NCCL_ALGO=Ring"] if n > 1 else []
+        cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hosts, *ring, *base[np_at + 2:]]
+        lines += [f"echo '{MARKER} begin {n} nodes'", f"{shlex.join(cmd)} || status=1",
+                  f"echo '{MARKER} end {n} nodes'"]
+    lines.append("exit $status")
+    return "\n".join(lines) + "\n"
+
+
+def plan(acc: AcceptanceConfig, profile: dict) -> tuple[dict, list[dict]]:
+    """The acceptance MPIJob and, per node count, what its section of the launcher log must show."""
     profile = normalize(profile)
     fab = FabricConfig.model_validate(profile["fabric"])
-    out = []
-    for n in node_counts(acc, profile["nodes"]["count"]):
-        r = training_job.resolve(job_spec(acc, n), profile, "fastpath:platform.acceptance")
+    counts = node_counts(acc, profile["nodes"]["count"])
+    # The job's own queue is not one of the cluster's training queues: let the job name it.
+    sched = profile["scheduler"]
+    if sched["name"]:
+        profile = {**profile, "scheduler": {**sched, "queues": [*sched["queues"], {"name": QUEUE}]}}
+    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched["name"] else None), profile,
+                             "fastpath:platform.acceptance")
+    manifest = training_job.manifest(r)
+    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    wait = launcher["command"][:4]  # sh -c LAUNCHER_WAIT launcher: wait for every worker, then exec "$@"
+    launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
+    runs = []
+    for n in counts:
         ranks = n * r.gpus
-        expect = r.wiring.transport if n > 1 else None  # one node: NVLink/SHM only, no network to judge
-        floor = floor_gbps(acc, fab) if n > 1 else None
-        args = ["python", "-m", "tools.ncclcheck", f"{r.spec.name}.log", "--ranks", str(ranks)]
-        if expect:
-            args += ["--expect", expect]
+        args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", str(n), "--ranks", str(ranks)]
+        if n > 1:
+            expect, floor, warn = r.wiring.transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
+        else:  # one node: NVLink/SHM only, no network to judge
+            expect, floor, warn = "local", nvlink_floor_gbps(acc, profile["gpu"]["product"]), None
+        args += ["--expect", expect]
         if floor:
             args += ["--min-busbw", f"{floor:g}"]
-        manifest = training_job.manifest(r)
-        notes = {CHECK_ANNOTATION: shlex.join(args)}
-        if expect:
-            notes[EXPECT_ANNOTATION] = expect
-        if floor:
-            notes[FLOOR_ANNOTATION] = f"{floor:g}"
-        manifest["metadata"]["annotations"] = notes
-        out.append({"job": r.spec.name, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
-                    "check": shlex.join(args), "manifest": manifest})
-    return out
+        if warn:
+            args += ["--warn-busbw", f"{warn:g}"]
+        runs.append({"job": JOB_NAME, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
+                     "warnBusbwGbps": warn, "check": shlex.join(args)})
+    manifest["metadata"]["annotations"] = {CHECK_ANNOTATION: "; ".join(run["check"] for run in runs)}
+    return manifest, runs
+
+
+def queue(acc: AcceptanceConfig, profile: dict, cluster: str) -> dict:
+    """The acceptance job's queue: capped at the largest run, so bring-up never takes the training queues' GPUs
+    beyond what one run needs, and not reclaimable mid-run."""
+    profile = normalize(profile)
+    gpus = acc.queue_gpus or max(node_counts(acc, profile["nodes"]["count"])) * profile["gpu"]["perNode"]
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": k8s.meta(QUEUE, cluster, "acceptance"),
+            "spec": {"weight": 1, "reclaimable": False, "capability": {"nvidia.com/gpu": gpus}}}
 
 
 @dataclass
@@ -69,12 +128,12 @@ class FabricAcceptanceArgs:
 
 
 class FabricAcceptance(pulumi.ComponentResource):
-    """Declares nccl-tests all_reduce_perf MPIJobs (one per node count of the series) wired by the same code as
-    TrainingJob, with NCCL_DEBUG=INFO (INIT,NET), and annotates each with the transport and bus-bandwidth floor
-    `tools.ncclcheck` must see in its log.
+    """Declares the `nccl-acceptance` MPIJob (nccl-tests all_reduce_perf for every node count of the series, one
+    after another) wired by the same code as TrainingJob, with NCCL_DEBUG=INFO (INIT,NET), in its own Volcano
+    queue `fastpath-acceptance`, and the check command per node count that `tools.ncclcheck` runs on its log.
 
     Needs: the platform (Training Operator, Volcano); an image with nccl-tests built with MPI.
-    Output: `runs`, per job: nodes, ranks, expected transport, floor and the check command.
+    Output: `runs`, per node count: ranks, expected transport, floors and the check command.
 
     Example:
         FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
@@ -82,10 +141,12 @@ class FabricAcceptance(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, args: FabricAcceptanceArgs, opts: pulumi.ResourceOptions | None = None):
-        runs = plan(args.acceptance, args.profile)  # refuse before registering anything
+        manifest, runs = plan(args.acceptance, args.profile)  # refuse before registering anything
         super().__init__("fastpath:verify:FabricAcceptance", name, None, opts)
-        depends_on = k8s.inherited_depends_on(opts)
-        self.jobs = [k8s.apply(run["manifest"], pulumi.ResourceOptions(parent=self, depends_on=depends_on))
-                     for run in runs]
-        self.runs = [{k: v for k, v in run.items() if k != "manifest"} for run in runs]
+        depends_on = list(k8s.inherited_depends_on(opts))
+        if normalize(args.profile)["scheduler"]["name"]:
+            q = queue(args.acceptance, args.profile, normalize(args.profile)["cluster"])
+            depends_on.append(k8s.apply(q, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))))
+        self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))]
+        self.runs = runs
         self.register_outputs({"runs": self.runs})

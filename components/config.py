@@ -24,6 +24,7 @@ from components import nccl, versions
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
 RAIL_NAME = r"^[a-z][a-z0-9]{0,14}$"
+PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 
 
 class ConfigError(Exception):
@@ -94,7 +95,12 @@ class RailConfig(_Model):
     HCAs are mlx5_0,3,4,5,6,9,10,11, not mlx5_0..7). Required."""
     interface: str | None = None
     """Physical interface (netdev) of the rail's NIC on the host: the PF name for SR-IOV and host-device, the
-    master for macvlan or IPoIB. Required on infiniband and roce."""
+    master for macvlan or IPoIB. Required on infiniband and roce, except that `sriov` takes `rootDevices`
+    instead."""
+    root_devices: Annotated[list[Annotated[str, Field(pattern=PCI_ADDRESS)]], Field(min_length=1)] | None = None
+    """`sriov` only, instead of `interface`: PCI addresses of this rail's PF (`0000:18:00.0`), one per distinct
+    address across the GPU nodes (SriovNetworkNodePolicy nicSelector.rootDevices). Addresses survive interface
+    renames; they must be the same on every node that has them."""
     subnet: ipaddress.IPv4Network
     """IPv4 subnet of this rail for cluster-wide IPAM (NV-IPAM); must not overlap another rail's. Required."""
     speed_gbps: Annotated[int, Field(gt=0)]
@@ -124,6 +130,10 @@ class FabricConfig(_Model):
     """The rails (one NIC each, usually one per GPU). Required for infiniband and roce, empty otherwise."""
     vfs_per_pf: Annotated[int, Field(gt=0, le=127)] = 8
     """SR-IOV virtual functions created on each rail's PF. Default 8."""
+    sriov_max_unavailable: Annotated[int, Field(gt=0)] | Annotated[str, Field(pattern=r"^([1-9][0-9]?|100)%$")] = 1
+    """`sriov` only: GPU nodes the SR-IOV operator may drain and reboot at once (a count, or a percentage such
+    as `10%`) when VFs, firmware or the RDMA mode change, the first apply included. Default 1: one node at a
+    time (upstream drains every node of a pool at once when this is unset)."""
     mtu: Annotated[int, Field(ge=1280, le=9216)] | None = None
     """MTU of the secondary networks; unset keeps the CNI default."""
     gid_index: Annotated[int, Field(ge=0, le=255)] | None = None
@@ -134,6 +144,12 @@ class FabricConfig(_Model):
     efa."""
     pod_interface: str = "eth0"
     """The pod's primary interface, used for NCCL bootstrap and gloo. Default `eth0`."""
+    nccl_net: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_ .-]*$")] | None = None
+    """The NCCL network module every RDMA pod must use (NCCL_NET; NCCL >= 2.10 then fails at init instead of
+    falling back to sockets). Default: `IB` on infiniband and roce (NCCL's own verbs transport), `Libfabric` on
+    efa (aws-ofi-nccl >= 1.13; older plugins register `AWS Libfabric`). Set the plugin's name when the image
+    brings a net plugin you want: the HPC-X SHARP plugin's name carries its version (`IBext_v10` with NCCL 2.27,
+    `IBext_v11` with 2.28; plain `IBext` only in plugins before late 2023), and `IB` bypasses the plugin."""
     nccl_overrides: dict[str, str | int | bool] = {}
     """Extra NCCL variables for every training pod on this cluster (e.g. NCCL_IB_TC for RoCE QoS). Each name
     must be one NCCL reads; integer variables take integers. They win over the derived values."""
@@ -168,13 +184,28 @@ class FabricConfig(_Model):
             raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
         if self.kind != "efa" and self.efa_devices_per_node:
             raise ValueError("fabric.efaDevicesPerNode is only for fabric.kind 'efa'")
+        if self.nccl_net is not None and self.kind == "tcp":
+            raise ValueError("fabric.ncclNet is for RDMA fabrics; fabric.kind 'tcp' uses NCCL's Socket transport: "
+                             "remove fabric.ncclNet")
         if self.gid_index is not None and self.kind != "roce":
             raise ValueError("fabric.gidIndex only applies to fabric.kind 'roce' (InfiniBand ignores it)")
+        # (compared with the default too: the profile's fabric round-trips through to_config, defaults included)
+        if self.attachment != "sriov" and "sriov_max_unavailable" in self.model_fields_set \
+                and self.sriov_max_unavailable != 1:
+            raise ValueError("fabric.sriovMaxUnavailable only applies to fabric.attachment 'sriov': remove it")
         if self.attachment:
             what = {"sriov": "the PF name (nicSelector.pfNames)", "shared": "the macvlan/IPoIB master",
                     "hostdevice": "the PF whose devices the device plugin hands out"}[self.attachment]
             for i, rail in enumerate(self.rails):
-                if not rail.interface:
+                if self.attachment == "sriov":
+                    if (rail.interface is None) == (rail.root_devices is None):
+                        raise ValueError(f"fabric.attachment 'sriov' needs exactly one of fabric.rails[{i}].interface "
+                                         f"({what} on the host) or fabric.rails[{i}].rootDevices (its PCI "
+                                         "addresses): set one, remove the other")
+                elif rail.root_devices is not None:
+                    raise ValueError(f"fabric.rails[{i}].rootDevices only applies to fabric.attachment 'sriov': "
+                                     f"set fabric.rails[{i}].interface ({what}) instead")
+                elif not rail.interface:
                     raise ValueError(f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: "
                                      f"{what} on the host")
         for key, label in (("hca", "HCA"), ("interface", "interface"), ("name", "name")):
@@ -187,6 +218,13 @@ class FabricConfig(_Model):
                     raise ValueError(f"fabric.rails[{seen[value]}].{key} and fabric.rails[{i}].{key} are both "
                                      f"{value!r}: each rail needs its own {label}")
                 seen[value] = i
+        owner: dict[str, int] = {}
+        for i, rail in enumerate(self.rails):
+            for address in rail.root_devices or []:
+                if address in owner:
+                    raise ValueError(f"fabric.rails[{owner[address]}].rootDevices and fabric.rails[{i}].rootDevices "
+                                     f"both list {address}: each PF serves one rail")
+                owner[address] = i
         for i, a in enumerate(self.rails):
             for j in range(i):
                 b = self.rails[j]
@@ -205,9 +243,12 @@ class QueueConfig(_Model):
     weight: Annotated[int, Field(gt=0)] = 1
     """Share of the cluster this queue gets when queues compete. Default 1."""
     gpus: Annotated[int, Field(gt=0)] | None = None
-    """Capability: the most GPUs the queue may hold at once; at most the cluster's GPUs. Unset: no cap."""
+    """Capability: the most GPUs the queue holds at once, even when the rest of the cluster is idle; at most the
+    cluster's GPUs. A ceiling only: it reserves nothing. Unset: no cap."""
     reclaimable: bool = True
-    """Whether other queues may reclaim this queue's idle share. Default true."""
+    """Whether a queue under its weight share may take back GPUs this queue holds beyond its own share, by
+    evicting whole gangs of it (Volcano gangreclaim, any priority tier). Default true; false: this queue's
+    running jobs are never reclaimed."""
 
 
 class SchedulerConfig(_Model):
@@ -260,6 +301,22 @@ class CheckpointConfig(_Model):
         return self
 
 
+class MonitoringConfig(_Model):
+    enabled: bool = False
+    """The cluster runs the Prometheus Operator: create ServiceMonitors (the GPU Operator's DCGM exporter).
+    Default false."""
+    service_monitor_labels: dict[str, str] = {}
+    """Labels every ServiceMonitor gets, so the Prometheus `serviceMonitorSelector` picks it up (a
+    kube-prometheus-stack Prometheus selects `release: <its release>` unless configured otherwise). Default none."""
+
+    @model_validator(mode="after")
+    def _labels_need_monitoring(self) -> MonitoringConfig:
+        if self.service_monitor_labels and not self.enabled:
+            raise ValueError("monitoring.serviceMonitorLabels is set but monitoring.enabled is false: no "
+                             "ServiceMonitor is created; set monitoring.enabled true or remove the labels")
+        return self
+
+
 class VersionsConfig(_Model):
     gpu_operator: str = versions.GPU_OPERATOR_VERSION
     """nvidia/gpu-operator chart version. Default pinned in components/versions.py."""
@@ -288,19 +345,37 @@ class ComponentsConfig(_Model):
 
 class AcceptanceConfig(_Model):
     enabled: bool = False
-    """Declare the fabric acceptance job(s): nccl-tests all_reduce_perf wired exactly like a training job. Default
-    false."""
+    """Declare the fabric acceptance job: nccl-tests all_reduce_perf wired exactly like a training job, one node
+    count after another in a single MPIJob on a queue of its own. Default false."""
     nodes: Annotated[int, Field(gt=0)] | None = None
-    """Nodes of the acceptance run (all their GPUs). Default: 2, or 1 on a one-node cluster."""
+    """Nodes of the main acceptance run (all their GPUs). Default: 2, or 1 on a one-node cluster."""
     scaling: list[Annotated[int, Field(gt=0)]] = []
-    """Also run on each of these node counts (e.g. [1, 2, 4, 8]) to show how bus bandwidth scales."""
-    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.9
-    """Share of the rails' line rate the allreduce bus bandwidth must reach: the floor is rails x link speed x
-    efficiency (0.9 puts 8x400G NDR at 360 GB/s). Default 0.9."""
+    """Also run on each of these node counts (e.g. [1, 2, 4, 8]) to show how bus bandwidth scales. The runs
+    go one at a time, smallest first, so no run measures another's traffic."""
+    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.75
+    """Share of the rails' line rate under which a multi-node run fails: rails x link speed x efficiency (0.75
+    puts 8x400G NDR at 300 GB/s, where a rail is missing or a link degraded). Default 0.75."""
+    warn_efficiency: Annotated[float, Field(gt=0, le=1)] = 0.92
+    """Share of line rate under which a run passes with a warning: a healthy NDR NIC gives 46-48 of its 50 GB/s
+    (0.92 puts 8x400G at 368 GB/s). Default 0.92."""
     min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
-    """Explicit floor in GB/s, replacing the derived one (needed for tcp and efa, which have no rails)."""
+    """Explicit failure floor in GB/s for multi-node runs, replacing the derived one (needed for tcp and efa,
+    which have no rails)."""
+    nvlink_min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
+    """Failure floor in GB/s for a one-node run (NVLink/NVSwitch, no network). Default: known for SXM parts
+    (H100/H200 300, A100 150: NCCL's ring gets ~370 and ~230 on them); none for others."""
     image: str = versions.NCCL_TESTS_IMAGE
     """Image with nccl-tests built with MPI. Default pinned in components/versions.py."""
+    queue_gpus: Annotated[int, Field(gt=0)] | None = None
+    """GPU capability of the `fastpath-acceptance` Volcano queue the job runs in, away from the training
+    queues. Default: the GPUs of the largest run."""
+
+    @model_validator(mode="after")
+    def _bands(self) -> AcceptanceConfig:
+        if self.warn_efficiency < self.efficiency:
+            raise ValueError(f"acceptance.warnEfficiency ({self.warn_efficiency}) is below acceptance.efficiency "
+                             f"({self.efficiency}): the warning band lies above the failure floor; raise it")
+        return self
 
 
 class PlatformConfig(_Model):
@@ -320,14 +395,21 @@ class PlatformConfig(_Model):
     """Volcano queues. Default: one queue `training`."""
     checkpoints: CheckpointConfig | None = None
     """Where checkpoints are written (ReadWriteMany). Required when components.checkpointStorage is on."""
-    monitoring: bool = False
-    """The cluster runs the Prometheus Operator: create ServiceMonitors (DCGM exporter). Default false."""
+    monitoring: MonitoringConfig = MonitoringConfig()
+    """Prometheus Operator integration: `{enabled, serviceMonitorLabels}`. A bare `true`/`false` still means
+    `{enabled: true/false}`. Default off."""
     versions: VersionsConfig = VersionsConfig()
     """Component versions; defaults pinned in components/versions.py."""
     components: ComponentsConfig = ComponentsConfig()
     """Which components to install."""
     acceptance: AcceptanceConfig = AcceptanceConfig()
     """The fabric acceptance job (off by default)."""
+
+    @field_validator("monitoring", mode="before")
+    @classmethod
+    def _monitoring_bool(cls, v: object) -> object:
+        # `monitoring: true` was the whole setting before labels existed; keep those stack files valid.
+        return {"enabled": v} if isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _cross_fields(self) -> PlatformConfig:
@@ -348,16 +430,20 @@ class PlatformConfig(_Model):
         if self.components.checkpoint_storage and self.checkpoints is None:
             raise ValueError("components.checkpointStorage is on but checkpoints is not set: add checkpoints.nfs "
                              "or checkpoints.storageClass (or turn components.checkpointStorage off)")
-        if self.fabric.attachment == "sriov" and len(self.training_namespaces) > 1:
-            raise ValueError("fabric.attachment 'sriov' supports one entry in trainingNamespaces: the SR-IOV operator "
-                             "names each network after its CR, so one rail cannot serve two namespaces; use one "
-                             "training namespace or fabric.attachment 'shared'")
+        nfs = self.checkpoints.nfs if self.checkpoints else None
+        if nfs is not None and nfs.rdma and self.fabric.kind not in ("infiniband", "roce"):
+            raise ValueError(f"checkpoints.nfs.rdma needs RDMA NICs on the GPU nodes, but fabric.kind is "
+                             f"{self.fabric.kind!r}: set checkpoints.nfs.rdma false (plain NFS over TCP)")
+        block, blocks = self.ip_block_size, self.ip_blocks_needed
         for i, rail in enumerate(self.fabric.rails):
-            block = (rail.subnet.num_addresses - 2) // self.nodes.count
-            need = self.fabric.vfs_per_pf if self.fabric.attachment == "sriov" else 2
-            if block < need:
-                raise ValueError(f"fabric.rails[{i}].subnet {rail.subnet} leaves {block} addresses per node for "
-                                 f"nodes.count {self.nodes.count}; each node needs {need}: use a larger subnet")
+            usable = rail.subnet.num_addresses - 2  # nv-ipam never hands out the network or broadcast address
+            if usable < blocks * block:
+                prefix = 32 - (blocks * block + 2 - 1).bit_length()
+                raise ValueError(
+                    f"fabric.rails[{i}].subnet {rail.subnet} holds {usable // block} blocks of {block} addresses, but "
+                    f"nodes.count {self.nodes.count} needs {blocks}: one per node plus {blocks - self.nodes.count} "
+                    "spare for replacement nodes (nv-ipam frees a node's block only when its Node object is "
+                    f"deleted); use a /{prefix} or larger subnet")
         for key, n in [("acceptance.nodes", self.acceptance.nodes)] + [
                 (f"acceptance.scaling[{i}]", n) for i, n in enumerate(self.acceptance.scaling)]:
             if n is not None and n > self.nodes.count:
@@ -378,13 +464,28 @@ class PlatformConfig(_Model):
     def gpu_capacity(self) -> int:
         return self.nodes.count * self.gpu.per_node
 
+    @property
+    def ip_block_size(self) -> int:
+        """NV-IPAM perNodeBlockSize of every rail pool: the most pods one node can attach to a rail at once
+        (`sriov`: fabric.vfsPerPf VFs; `shared`: one pod per GPU; `hostdevice`: the PF goes to one pod), times
+        2, because a replacement pod takes its address while the pod it replaces may still be terminating."""
+        per_node = {"sriov": self.fabric.vfs_per_pf, "shared": self.gpu.per_node, "hostdevice": 1,
+                    None: 0}[self.fabric.attachment]
+        return 2 * per_node
+
+    @property
+    def ip_blocks_needed(self) -> int:
+        """Blocks each rail subnet must hold: one per GPU node plus spares (a quarter of the nodes, at least 2)
+        for nodes that join or replace others before the old Node object is deleted."""
+        return self.nodes.count + max(2, -(-self.nodes.count // 4))
+
 
 # --------------------------------------------------------------------------------------------- jobs
 
 # Set by the Training Operator, torchrun or fastpath itself: a job's `env` may not set them (the value would be
 # silently replaced, or would break rendezvous); `envOverrides` takes the NCCL/launcher ones on purpose.
 LAUNCHER_OWNED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
-                  "TF_CONFIG", "CHECKPOINT_DIR", "PYTHONUNBUFFERED")
+                  "TF_CONFIG", "CHECKPOINT_DIR", "PYTHONUNBUFFERED", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
 LAUNCHER_PREFIXES = ("PET_", "OMPI_MCA_", "TORCHELASTIC_")
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -406,8 +507,13 @@ class ElasticSpec(_Model):
     """Fewest nodes the job runs on; the gang scheduler waits for this many. Required."""
     max_nodes: Annotated[int, Field(gt=0)]
     """Most nodes the job grows to. Required; at least minNodes."""
-    max_restarts: Annotated[int, Field(ge=0)] = 3
-    """torchrun restarts of the worker group (membership changes, failures). Default 3."""
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        if isinstance(data, dict) and "maxRestarts" in data:
+            raise ValueError("elastic.maxRestarts moved to the job's maxRestarts (it applies to every pytorch job "
+                             "now): write maxRestarts: N beside elastic")
+        return data
 
     @model_validator(mode="after")
     def _order(self) -> ElasticSpec:
@@ -478,8 +584,16 @@ class JobSpec(_Model):
     preflight: bool = True
     """On RDMA fabrics, an init container checks GPUs, RDMA devices, HCAs, rail interfaces, memlock and /dev/shm
     and fails fast with the fix instead of letting NCCL fall back to TCP. Default true."""
-    backoff_limit: Annotated[int, Field(ge=0)] = 3
-    """Restarts of failed pods before the job fails (transient failures). Default 3."""
+    max_restarts: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Faults the job recovers from before it fails, each resuming from the last checkpoint. pytorch: torchrun
+    restarts of the worker group (a crashed process, a lost node: survivors re-rendezvous with the replacement
+    pod). mpi: relaunches of mpirun (the launcher's restarts, runPolicy.backoffLimit). Not for tensorflow, whose
+    workers cannot re-form a cluster: a fault fails the job and frees its nodes. Default 3."""
+    files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")], Annotated[str, Field(min_length=1)]] = {}
+    """Local files shipped with the job as a ConfigMap `<job>-files` mounted read-only at /workspace/files:
+    file name in the pod -> path relative to the Pulumi project (e.g. `{train.py: examples/train.py}`), the way
+    `kubectl create configmap --from-file` would. For small scripts and configs (1 MiB in all); code that is
+    not in the image."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0)] = 259200
     """Seconds a finished job (and its logs) is kept. Default 259200 (3 days)."""
 
@@ -658,10 +772,9 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
     for i, n in enumerate(names):
         if names.index(n) != i:
             problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
-    # The acceptance jobs live in the first training namespace under fixed names.
+    # The acceptance job lives in the first training namespace under a fixed name.
     if platform.acceptance.enabled:
-        reserved = {acceptance.job_spec(platform.acceptance, n).name
-                    for n in acceptance.node_counts(platform.acceptance, platform.nodes.count)}
+        reserved = {acceptance.JOB_NAME}
         for i, (ns, name) in enumerate(names):
             if ns == prof["namespaces"][0] and name in reserved:
                 problems.append(f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "

@@ -8,22 +8,26 @@ InfiniBand, RoCE, EFA and TCP stacks:
                                           capabilities and the NCCL / launcher environment
 
 Choices an experienced reader may look for:
-- A pod with G of the node's N GPUs uses ceil(G * rails / N) rails (GPU k sits next to rail k on rail-optimized
-  nodes); one pod per node uses every rail.
+- Every pod is on every rail, whatever share of the node's GPUs it has: the device plugin may give it any GPUs,
+  and NCCL pairs each GPU with its PCIe-local NIC only if that NIC is in the pod (`hostdevice`, a whole PF per
+  pod, refuses partial-node pods instead).
+- NCCL_NET names the network module (IB, or the net plugin's name): NCCL then fails at init rather than falling
+  back to sockets in silence.
 - NCCL_IB_HCA names the HCAs the pod sees. With `shared` and `hostdevice` those are the host names, listed
   exactly. SR-IOV VFs get new mlx5_N names (a DGX H100 VF is not mlx5_0), so a list of host names would match no
   device and NCCL would silently fall back to TCP: with `sriov` the value is the `mlx5` prefix, which in the
   pod's RDMA namespace matches only the VFs the pod was given.
 - NCCL bootstrap (NCCL_SOCKET_IFNAME) and gloo stay on the pod's primary interface, which routes between all
   pods; rail subnets need not.
-- NCCL_IB_GID_INDEX is set only when configured: NCCL >= 2.21 picks the IPv4 RoCEv2 GID itself.
+- NCCL_IB_GID_INDEX is set only when configured: NCCL >= 2.21 picks the IPv4 RoCEv2 GID itself, limited by
+  NCCL_IB_ADDR_RANGE to the rail subnets (a shared port's GID table also holds the host's addresses).
 - On EFA the aws-ofi-nccl plugin carries traffic; NCCL_IB_* do not apply and are not set.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import math
 from dataclasses import dataclass, field
 
 from components import nccl
@@ -38,7 +42,7 @@ HOSTDEV_RESOURCE_PREFIX = "nvidia.com"
 # Variables fastpath derives for every pod: a job may not set them unless it marks an explicit override.
 PLATFORM_OWNED = (
     "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME",
-    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS",
+    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_NET", "NCCL_IB_ADDR_RANGE",
 )
 
 
@@ -106,12 +110,22 @@ def rails(fabric: FabricConfig) -> list[Rail]:
 
 
 def rails_for(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> list[Rail]:
-    """The rails a pod with `gpus` of the node's `gpus_per_node` GPUs uses."""
-    all_rails = rails(fabric)
-    if not all_rails:
-        return []
-    used = min(len(all_rails), max(1, math.ceil(gpus * len(all_rails) / gpus_per_node)))
-    return all_rails[:used]
+    """The rails a pod with `gpus` of the node's `gpus_per_node` GPUs uses: every rail. The device plugin may hand
+    a partial-node pod any of the node's GPUs, so only a pod on every rail lets NCCL pick the PCIe-local NIC per
+    GPU (GPUDirect RDMA); a fixed subset would pair socket-1 GPUs with socket-0 NICs. SR-IOV (a VF per rail per
+    pod) and the shared device plugin allow it; `hostdevice` hands a whole PF to one pod, so there partial-node
+    pods are refused (training_job.problems)."""
+    return rails(fabric)
+
+
+def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> str | None:
+    """Why a pod with fewer than all of a node's GPUs cannot be wired on this fabric, or None."""
+    if gpus >= gpus_per_node or fabric.attachment != "hostdevice":
+        return None
+    return (f"{gpus} of a node's {gpus_per_node} GPUs on fabric.attachment 'hostdevice': each rail's PF goes to one "
+            "pod whole, so a partial-node pod would get NICs that are not next to its GPUs (or none) and a second "
+            "pod on the node no rail at all; use all of a node's GPUs (remove gpusPerNode), or a cluster whose "
+            "attachment is sriov or shared")
 
 
 def visible_hcas(fabric: FabricConfig, used: list[Rail]) -> list[str]:
@@ -125,6 +139,25 @@ def ib_hca(fabric: FabricConfig, used: list[Rail]) -> str:
     return nccl.hca_list(names) if names else "mlx5"
 
 
+def nccl_net(fabric: FabricConfig) -> str | None:
+    """NCCL_NET for this fabric: with it NCCL (>= 2.10) fails at init when that network module cannot run, instead
+    of falling back to sockets and training 10-50x slower without a word."""
+    if fabric.nccl_net is not None:
+        return fabric.nccl_net
+    return {"infiniband": "IB", "roce": "IB", "efa": "Libfabric", "tcp": None}[fabric.kind]
+
+
+def ib_addr_range(used: list[Rail]) -> str:
+    """The smallest IPv4 range holding every rail subnet: RoCE GIDs NCCL may pick automatically (NCCL >= 2.21,
+    GID index -1) are limited to it, so a GID of the host's or of another network on the same port is never
+    chosen. NCCL takes one range, so several rails give their common supernet."""
+    nets = [ipaddress.IPv4Network(r.subnet) for r in used]
+    net = nets[0]
+    while not all(n.subnet_of(net) for n in nets):
+        net = net.supernet()
+    return str(net)
+
+
 def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dict[str, str]:
     """The NCCL / launcher environment, in a stable order, with the stack's overrides applied last."""
     env: dict[str, str] = {}
@@ -135,10 +168,14 @@ def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dic
         env["NCCL_IB_HCA"] = ib_hca(fabric, used)
         if fabric.gid_index is not None:
             env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
+        elif fabric.kind == "roce" and used:
+            env["NCCL_IB_ADDR_RANGE"] = ib_addr_range(used)
     elif fabric.kind == "efa":
         # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 no longer needs these, older plugins do; harmless on new.
         env["FI_PROVIDER"] = "efa"
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    if (net := nccl_net(fabric)) is not None:
+        env["NCCL_NET"] = net
     env["NCCL_SOCKET_IFNAME"] = f"={fabric.pod_interface}"
     # gloo (torch.distributed CPU collectives, rendezvous helpers) picks interfaces on its own otherwise and can
     # land on a rail subnet that does not route between rails.

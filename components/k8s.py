@@ -64,6 +64,8 @@ def _typed_classes() -> dict[tuple[str, str], Any]:
         ("v1", "Namespace"): k8s.core.v1.Namespace,
         ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
         ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+        ("v1", "Service"): k8s.core.v1.Service,
+        ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
         ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
         ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
     }
@@ -94,6 +96,21 @@ def operator_install(parent: Any, cluster: str, component: str, namespace_name: 
     rel = helm_release(release, chart, repo, version, namespace_name, values,
                        pulumi.ResourceOptions(parent=parent, depends_on=[ns]))
     return ns, rel
+
+
+DEFAULT_GPU_TAINT = "nvidia.com/gpu"  # the GPU Operator's and the Network Operator's built-in toleration
+
+
+def toleration(key: str) -> dict:
+    """Tolerate a NoSchedule taint whatever its value (the form the NVIDIA charts use for `nvidia.com/gpu`)."""
+    return {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def gpu_tolerations(taint_key: str) -> list[dict]:
+    """Tolerations for the GPU nodes' taint: `nvidia.com/gpu`, plus the stack's own gpu.taintKey when it differs
+    (an operand that should run on GPU nodes tainted either way)."""
+    keys = [DEFAULT_GPU_TAINT] + ([taint_key] if taint_key != DEFAULT_GPU_TAINT else [])
+    return [toleration(k) for k in keys]
 
 
 def inherited_depends_on(opts: Any) -> list:

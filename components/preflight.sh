@@ -6,7 +6,11 @@
 #   PREFLIGHT_HCAS          HCA names that must exist (/sys/class/infiniband/NAME); empty for SR-IOV VFs
 #   PREFLIGHT_INTERFACES    secondary interfaces that must be up with an IPv4 address (net1 net2 ...)
 #   PREFLIGHT_SHM_BYTES     smallest acceptable /dev/shm
+#   PREFLIGHT_ROCE_GIDS     RoCE on a shared port: "net1:mlx5_0 net2:mlx5_1", the pod's address on each interface
+#                           must be a GID of that HCA's port (else NCCL cannot pick the pod's own GID)
 # PREFLIGHT_SYS, PREFLIGHT_DEV and PREFLIGHT_PROC move /sys, /dev and /proc (tests use fake trees).
+# It reads /sys and /proc with sh and awk only: no iproute2 or rdma-core in the user's image is assumed.
+# Exit 1 with every failed check; the last lines are the pod's termination message (kubectl describe pod).
 SYS=${PREFLIGHT_SYS:-/sys}
 DEV=${PREFLIGHT_DEV:-/dev}
 PROC=${PREFLIGHT_PROC:-/proc}
@@ -14,6 +18,32 @@ failed=0
 
 ok() { echo "preflight ok: $*"; }
 fail() { echo "preflight FAIL: $*"; failed=1; }
+
+if ! command -v awk >/dev/null 2>&1; then
+  echo "preflight FAIL: awk is not in this image, so /proc cannot be read: the checks cannot run (this says" \
+       "nothing about the node); use an image with awk, or set preflight: false on the job"
+  exit 1
+fi
+
+# The IPv4 addresses of an interface, from /proc/net/route (its connected subnets) and /proc/net/fib_trie (the
+# local addresses): what `ip -4 addr show dev X` prints, without iproute2.
+ipv4_of() {
+  awk -v ifc="$1" '
+    function dotted(h,  a, i, s) { s = ""; for (i = 7; i >= 1; i -= 2) s = s (s == "" ? "" : ".") strtonum16(substr(h, i, 2)); return s }
+    function strtonum16(x,  d, n, i) { n = 0; x = tolower(x); for (i = 1; i <= length(x); i++) { d = index("0123456789abcdef", substr(x, i, 1)) - 1; n = n * 16 + d }; return n }
+    function num(ip,  p) { split(ip, p, "."); return ((p[1] * 256 + p[2]) * 256 + p[3]) * 256 + p[4] }
+    FNR == 1 { file++ }
+    file == 1 && $1 == ifc && $3 == "00000000" { nets++; net[nets] = num(dotted($2)); mask[nets] = num(dotted($8)) }
+    file == 2 && $1 == "|--" { last = $2 }
+    file == 2 && /\/32 host LOCAL/ { local[last] = 1 }
+    END { for (a in local) for (i = 1; i <= nets; i++) {
+            m = mask[i]; x = num(a); ok = 1
+            # x AND m == net, bit by bit (awk has no bitwise AND in POSIX)
+            for (b = 31; b >= 0; b--) { p = 2 ^ b; xb = int(x / p) % 2; mb = int(m / p) % 2; nb = int(net[i] / p) % 2
+              if (mb == 1 && xb != nb) { ok = 0; break } }
+            if (ok) print a } }
+  ' "$PROC/net/route" "$PROC/net/fib_trie" 2>/dev/null | sort -u
+}
 
 count() { # number of existing paths matching a glob
   n=0
@@ -47,11 +77,26 @@ for iface in ${PREFLIGHT_INTERFACES:-}; do
     fail "interface $iface missing: the Multus networks annotation or its NetworkAttachmentDefinition is wrong"
   elif [ "$state" != up ] && [ "$state" != unknown ]; then
     fail "interface $iface is $state: the rail link is down on this node"
-  elif ! ip -4 -o addr show dev "$iface" 2>/dev/null | grep -q " inet "; then
+  elif [ ! -r "$PROC/net/route" ] || [ ! -r "$PROC/net/fib_trie" ]; then
+    fail "cannot read $PROC/net/route or $PROC/net/fib_trie to find $iface's address (not a verdict on the rail)"
+  elif [ -z "$(ipv4_of "$iface")" ]; then
     fail "interface $iface has no IPv4 address: the rail's IPAM (NV-IPAM pool) gave none"
   else
-    ok "interface $iface up with an address"
+    ok "interface $iface up with $(ipv4_of "$iface" | tr '\n' ' ')"
   fi
+done
+
+for pair in ${PREFLIGHT_ROCE_GIDS:-}; do
+  iface=${pair%%:*}; hca=${pair#*:}
+  for addr in $(ipv4_of "$iface"); do
+    # An IPv4 RoCEv2 GID is ::ffff:a.b.c.d, written 0000:...:ffff:aabb:ccdd in sysfs.
+    want=$(echo "$addr" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n", $1, $2, $3, $4 }')
+    if cat "$SYS/class/infiniband/$hca/ports/"*/gids/* 2>/dev/null | grep -qx "$want"; then
+      ok "$hca has a GID for $iface's $addr"
+    else
+      fail "$hca has no GID for $iface's $addr: NCCL would pick another address's GID on the shared port; the macvlan is not on $hca's port (fabric.rails[].interface) or the GID table is full"
+    fi
+  done
 done
 
 # Memory registration needs either an unlimited memlock limit or CAP_IPC_LOCK (bit 14 of CapEff).

@@ -10,12 +10,28 @@ Sizing (what an experienced platform engineer expects, stated so it can be argue
 - /dev/shm = a memory-backed emptyDir of 16 GiB per GPU, at most a quarter of the memory limit. tmpfs pages are
   charged to the container, so shm always sits inside the limit, never beside it;
 - CPUs = 90% of the node's share, requests = limits.
+
+Faults and cleanup (kubeflow/trainer@v1.9.4 behaviour, named in tests/test_training_job.py):
+- Every job ends with `cleanPodPolicy: Running`: the operator's default is None, which deletes nothing, and MPI
+  workers run `sleep 365d`; Running deletes the Running and Pending pods (the GPU holders) and keeps finished
+  pods' logs.
+- Nothing restarts in place on GPU pods (restartPolicy Never): the operator's budget (PastBackoffLimit) sums
+  restarts over all pods, and a failing init container under OnFailure retries forever while the gang holds
+  every node. A preflight failure therefore fails the pod and the job, and the cleanup frees the gang.
+- Recovery is the launcher's. PyTorch: torchrun with c10d rendezvous (also for fixed sizes, N:N) on a store that
+  is not a training pod (`<job>-rdzv`, CPU only, outside the gang): a crashed process or a lost node restarts the
+  worker group (`--max-restarts`), the operator recreates a deleted pod, and survivors re-rendezvous with it and
+  resume from the checkpoint; no container restarts, so no budget is spent. A gang that cannot re-form within
+  the join timeout fails and gives its nodes back. MPI: the launcher relaunches mpirun (OnFailure, one restart
+  per fault, backoffLimit = maxRestarts + 1), after waiting for every worker to be reachable.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi
 
@@ -24,6 +40,14 @@ from components.config import ConfigError, FabricConfig, JobSpec, job_problems
 from components.profile import normalize
 
 SHM_GIB_PER_GPU = 16
+DEFAULT_MAX_RESTARTS = 3
+RDZV_PORT = 29400
+# How long survivors wait for a replacement pod before the job fails and frees its nodes: the kubelet's
+# not-ready eviction (300 s by default), Volcano placing the new pod and an image already on the node.
+RDZV_JOIN_TIMEOUT = 900
+CLEAN_POD_POLICY = "Running"
+RDZV_NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+FILES_MOUNT = "/workspace/files"
 NODE_SHARE = 0.9
 JOB_LABEL = "fastpath.dev/job"
 ROLE_LABEL = "fastpath.dev/role"
@@ -56,9 +80,13 @@ class Resolved:
 
     @property
     def min_available(self) -> int:
-        # Fixed size: the whole gang or nothing. Elastic: the minimum size (it may grow later). MPI adds its
-        # launcher pod to the gang.
+        # Fixed size: the whole gang or nothing. Elastic: the minimum size (it may grow later); any minNodes
+        # workers can start, since the rendezvous store is not one of them. MPI adds its launcher pod to the gang.
         return self.spec.min_nodes + (1 if self.spec.framework == "mpi" else 0)
+
+    @property
+    def max_restarts(self) -> int:
+        return DEFAULT_MAX_RESTARTS if self.spec.max_restarts is None else self.spec.max_restarts
 
 
 def _share(total: int, gpus: int, per_node: int) -> int:
@@ -84,9 +112,52 @@ def sizing_problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     return []
 
 
+# Launchers fastpath runs itself: a command that starts one would run a launcher inside a launcher.
+LAUNCHERS = {
+    "torchrun": "torchrun", "torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
+    "deepspeed": "deepspeed", "accelerate": "accelerate launch", "mpirun": "mpirun", "mpiexec": "mpirun",
+    "horovodrun": "horovodrun", "srun": "srun",
+}
+PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
+
+
+def launcher_in(command: list[str]) -> str | None:
+    """The distributed launcher `command` starts, if any (`torchrun ...`, `python -m torch.distributed.run ...`,
+    `deepspeed ...`, `accelerate launch ...`, `mpirun ...`)."""
+    exe = command[0].rsplit("/", 1)[-1]
+    if exe in LAUNCHERS:
+        return LAUNCHERS[exe]
+    if PYTHON.match(command[0]) and "-m" in command[:-1]:
+        module = command[command.index("-m") + 1]
+        return LAUNCHERS.get(module) or ("accelerate launch" if module.startswith("accelerate") else None)
+    return None
+
+
+def command_problems(spec: JobSpec) -> list[tuple[str, str]]:
+    found = launcher_in(spec.command)
+    if found is None:
+        return []
+    runs = {"pytorch": "torchrun (nodes, processes per node and rendezvous come from the job)",
+            "mpi": "mpirun over every GPU", "tensorflow": "one process per pod"}[spec.framework]
+    return [("command", f"starts {found}, but fastpath launches the command itself with {runs}: a launcher "
+                        f"inside it would start the wrong number of processes; give what one process runs, "
+                        f"e.g. [python, train.py, ...]")]
+
+
 def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
-    return job_problems(spec, profile) or sizing_problems(spec, profile)
+    found = job_problems(spec, profile) + command_problems(spec)
+    if spec.max_restarts is not None and spec.framework == "tensorflow":
+        found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
+                                     "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
+    per_node = profile["gpu"]["perNode"]
+    fab = FabricConfig.model_validate(profile["fabric"])
+    if (p := fabric.partial_node_problem(fab, spec.gpus_per_node or per_node, per_node)) is not None:
+        found.append(("gpusPerNode", p))
+    for name, local in spec.files.items():
+        if not (Path.cwd() / local).is_file():
+            found.append((f"files.{name}", f"{local} is not a file under the Pulumi project ({Path.cwd()})"))
+    return found or sizing_problems(spec, profile)
 
 
 def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolved:
@@ -103,6 +174,11 @@ def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolv
     env = dict(wiring.env)
     env.update(spec.env_overrides)
     env.update(spec.env)
+    if spec.framework == "pytorch":
+        # torch >= 2.4 lets the rank-0 agent's store double as the workers' store; a replacement agent then never
+        # rejoins (it waits for a MASTER_ADDR nobody re-publishes: pytorch/pytorch#135712). Each group gets its
+        # own store instead, so a lost node's replacement can rejoin (tests/test_restart.py shows both).
+        env[RDZV_NO_SHARED_STORE] = "1"
     checkpoint_dir = None
     if profile.get("checkpoints"):
         checkpoint_dir = f"{profile['checkpoints']['mountRoot']}/{spec.name}"
@@ -152,6 +228,9 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker") -> dict:
                                           "subPath": spec.name})
         volumes.append({"name": "checkpoints",
                         "persistentVolumeClaim": {"claimName": prof["checkpoints"]["claim"]}})
+    if spec.files:
+        container["volumeMounts"].append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
+        volumes.append({"name": "files", "configMap": {"name": files_configmap_name(spec)}})
     for i, d in enumerate(spec.datasets):
         container["volumeMounts"].append({"name": f"dataset-{i}", "mountPath": d.mount_path, "readOnly": True})
         volumes.append({"name": f"dataset-{i}", "persistentVolumeClaim": {"claimName": d.claim, "readOnly": True}})
@@ -191,6 +270,10 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
     hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
     env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas,
            "PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)}
+    if fab.kind == "roce" and hcas:
+        # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
+        env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
+                                              for iface, rail in zip(r.wiring.interfaces, r.wiring.rails, strict=True))
     small = {**limits, "memory": "256Mi", "cpu": 1}
     return {
         "name": "preflight",
@@ -198,14 +281,21 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
         "command": ["sh", f"/fastpath/{r.profile['preflight']['key']}"],
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "resources": {"limits": small, "requests": dict(small)},
+        # The reason a check failed, in the pod's status (kubectl describe), not only in its logs.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"capabilities": {"add": list(r.wiring.capabilities)}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "preflight", "mountPath": "/fastpath", "readOnly": True}],
     }
 
 
-def run_policy(r: Resolved) -> dict:
-    policy: dict = {"backoffLimit": r.spec.backoff_limit, "ttlSecondsAfterFinished": r.spec.ttl_seconds_after_finished}
+def run_policy(r: Resolved, backoff_limit: int | None = None) -> dict:
+    """`cleanPodPolicy: Running`: when the job ends the operator deletes its Running and Pending pods, so GPUs are
+    freed at once (the default None deletes nothing). `backoffLimit` only where a container restarts in place."""
+    policy: dict = {"cleanPodPolicy": CLEAN_POD_POLICY}
+    if backoff_limit is not None:
+        policy["backoffLimit"] = backoff_limit
+    policy["ttlSecondsAfterFinished"] = r.spec.ttl_seconds_after_finished
     if r.scheduler:
         policy["schedulingPolicy"] = {"minAvailable": r.min_available, "queue": r.queue,
                                       "priorityClass": r.priority_class}
@@ -213,11 +303,64 @@ def run_policy(r: Resolved) -> dict:
 
 
 def torchrun_command(command: list[str]) -> list[str]:
-    """torchrun reads its sizes and rendezvous from the PET_* variables the operator sets; the user's command
-    keeps the form it has on a laptop."""
-    if command[0] in ("python", "python3"):
-        return ["torchrun", *command[1:]]
+    """The user's one-process command under torchrun, which reads sizes and rendezvous from the PET_* variables
+    the operator sets. `python [-u] script|-m module ...` becomes `torchrun script|-m module ...` (torchrun runs
+    Python with -u itself, and the operator sets PYTHONUNBUFFERED); other interpreter flags, and any other
+    program, run as given under `torchrun --no-python`."""
+    if PYTHON.match(command[0]):
+        rest = [a for a in command[1:]]
+        while rest and rest[0] == "-u":
+            rest.pop(0)
+        if rest and (rest[0] == "-m" or not rest[0].startswith("-")):
+            return ["torchrun", *rest]
     return ["torchrun", "--no-python", *command]
+
+
+def rdzv_host(r: Resolved) -> str:
+    return f"{r.spec.name}-rdzv"
+
+
+# The c10d store torchrun agents rendezvous on, served by a pod of its own: PID 1 must handle SIGTERM itself.
+RDZV_STORE = """\
+import os, signal, sys, time
+import torch.distributed as dist
+port = int(os.environ["FASTPATH_RDZV_PORT"])
+store = dist.TCPStore("0.0.0.0", port, is_master=True, multi_tenant=True, wait_for_workers=False)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print(f"c10d rendezvous store listening on :{port}", flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+
+def rendezvous(r: Resolved) -> list[dict]:
+    """The rendezvous store of a PyTorchJob: a one-CPU Deployment and its Service `<job>-rdzv`. Not a training pod,
+    so it runs whatever subset of an elastic gang Volcano admits, and a lost GPU node never takes the store with
+    it. TrainingJob makes the job its owner, so it goes when the job is deleted."""
+    name = rdzv_host(r)
+    labels = _labels(r, "rendezvous")
+    selector = {JOB_LABEL: r.spec.name, ROLE_LABEL: "rendezvous"}
+    small = {"cpu": 1, "memory": "1Gi"}
+    pod = {
+        "containers": [{
+            "name": "rendezvous", "image": r.spec.image, "command": ["python", "-c", RDZV_STORE],
+            "env": [{"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)}],
+            "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
+            "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
+            "resources": {"limits": small, "requests": dict(small)},
+        }],
+        # It may take a GPU node's spare CPU (training pods leave 10%), never its GPUs.
+        "tolerations": [{"key": r.profile["gpu"]["taintKey"], "operator": "Exists", "effect": "NoSchedule"}],
+        "enableServiceLinks": False,
+    }
+    meta = k8s.meta(name, r.profile["cluster"], COMPONENT, namespace=r.namespace, extra_labels=labels)
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+         "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+                  "template": {"metadata": {"labels": labels}, "spec": pod}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
+         "spec": {"selector": selector, "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]}},
+    ]
 
 
 def _meta(r: Resolved) -> dict:
@@ -226,22 +369,25 @@ def _meta(r: Resolved) -> dict:
 
 
 def pytorch_job(r: Resolved) -> dict:
+    """Worker-only PyTorchJob under c10d rendezvous, for fixed sizes too (min = max): torchrun restarts the worker
+    group on a fault and admits the operator's replacement for a lost pod. `Never`: no container restarts in
+    place, so a failed preflight or an exhausted torchrun fails the job instead of looping."""
     spec = r.spec
     template = pod_template(r, torchrun_command(spec.command))
-    replicas: dict = {}
-    body: dict = {"nprocPerNode": str(r.gpus), "runPolicy": run_policy(r)}
-    if spec.elastic is None:
-        # A Master replica is what makes the operator set MASTER_ADDR, WORLD_SIZE and RANK.
-        replicas["Master"] = {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
-        if spec.nodes > 1:
-            replicas["Worker"] = {"replicas": spec.nodes - 1, "restartPolicy": "OnFailure", "template": template}
-    else:
-        # Worker-only with c10d rendezvous at <job>-worker-0: the operator sets PET_RDZV_* and PET_NNODES=min:max.
-        replicas["Worker"] = {"replicas": spec.elastic.max_nodes, "restartPolicy": "OnFailure", "template": template}
-        body["elasticPolicy"] = {"minReplicas": spec.elastic.min_nodes, "maxReplicas": spec.elastic.max_nodes,
-                                 "maxRestarts": spec.elastic.max_restarts, "rdzvBackend": "c10d",
-                                 "rdzvId": spec.name}
-    body["pytorchReplicaSpecs"] = replicas
+    body: dict = {
+        "nprocPerNode": str(r.gpus),
+        "elasticPolicy": {
+            "minReplicas": spec.min_nodes, "maxReplicas": spec.max_nodes, "maxRestarts": r.max_restarts,
+            "rdzvBackend": "c10d", "rdzvHost": rdzv_host(r), "rdzvPort": RDZV_PORT, "rdzvId": spec.name,
+            # is_host=false: no agent hosts the store (its name is not theirs anyway); join_timeout: how long
+            # survivors wait for a replacement before giving up.
+            "rdzvConf": [{"key": "is_host", "value": "false"},
+                         {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)}],
+        },
+        "runPolicy": run_policy(r),
+        "pytorchReplicaSpecs": {"Worker": {"replicas": spec.max_nodes, "restartPolicy": "Never",
+                                           "template": template}},
+    }
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": _meta(r), "spec": body}
 
 
@@ -256,16 +402,49 @@ def mpirun_command(r: Resolved) -> list[str]:
     return [*cmd, *r.spec.command]
 
 
+# The v1 launcher starts as soon as it is created, not when its workers run (kubeflow/trainer@v1.9.4
+# pkg/controller.v1/mpi): mpirun would exec into a worker still in its preflight and fail. Wait until each worker
+# takes an exec (kubexec.sh, as Open MPI will), stop at once on a worker that failed (its preflight: the reason is
+# in its status), then exec mpirun with the exact arguments ("$@").
+LAUNCHER_WAIT = """\
+for w in $(awk '{print $1}' /etc/mpi/hostfile); do
+  n=0
+  until /etc/mpi/kubexec.sh "$w" true >/dev/null 2>&1; do
+    if [ "$(/opt/kube/kubectl get pod "$w" -o 'jsonpath={.status.phase}' 2>/dev/null)" = Failed ]; then
+      echo "fastpath: worker $w failed before mpirun could start; kubectl describe pod $w" >&2; exit 2
+    fi
+    n=$((n + 1)); [ "$n" -lt 300 ] || { echo "fastpath: worker $w unreachable for 10 minutes" >&2; exit 3; }
+    sleep 2
+  done
+done
+exec "$@"
+"""
+
+
+# The operator sets Open MPI 4's (ORTE) names on the launcher: OMPI_MCA_plm_rsh_agent=/etc/mpi/kubexec.sh and
+# OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile (kubeflow/trainer@v1.9.4 pkg/controller.v1/mpi). Open MPI 5
+# reads its runtime's (PRRTE) names, and 5.0.0 does not translate the old ones: with these as well, mpirun finds
+# kubexec and the hostfile whatever the image's major version.
+LAUNCHER_PRTE_ENV = [{"name": "PRTE_MCA_plm_ssh_agent", "value": "/etc/mpi/kubexec.sh"},
+                     {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"}]
+
+
 def mpi_job(r: Resolved) -> dict:
+    """MPIJob v1: workers only wait (`sleep 365d`, Never: a failed preflight fails the pod), the launcher waits for
+    them and runs mpirun, and relaunches it after a fault (OnFailure). PastBackoffLimit counts restarts over all
+    Running pods and fails the job at `>= backoffLimit`; a fault restarts one container, the launcher: so
+    maxRestarts faults need backoffLimit maxRestarts + 1."""
     worker = pod_template(r, ["sleep", "365d"])  # the v1 launcher execs into workers (kubexec), they only wait
     launcher_container = {
         "name": "launcher",
         "image": r.spec.image,
-        "command": mpirun_command(r),
-        "env": env_list(r),
+        "command": ["sh", "-c", LAUNCHER_WAIT, "launcher", *mpirun_command(r)],
+        "env": env_list(r) + LAUNCHER_PRTE_ENV,
         "resources": {"limits": {"cpu": 2, "memory": "4Gi"}, "requests": {"cpu": 2, "memory": "4Gi"}},
     }
-    launcher_spec: dict = {"containers": [launcher_container]}
+    # The launcher is one of the gang (it counts in the PodGroup): it must be able to go where its workers go, or
+    # it stays Pending and so does every worker. No GPU, no node selector: any node the workers' taint allows.
+    launcher_spec: dict = {"containers": [launcher_container], "tolerations": worker["spec"]["tolerations"]}
     if r.scheduler:
         launcher_spec["schedulerName"] = r.scheduler
         launcher_spec["priorityClassName"] = r.priority_class
@@ -274,22 +453,43 @@ def mpi_job(r: Resolved) -> dict:
         "apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": _meta(r),
         "spec": {
             "slotsPerWorker": r.gpus,
-            "runPolicy": run_policy(r),
+            # maxRestarts 0: the first fault fails the job (Never), and the failed launcher keeps its log.
+            "runPolicy": run_policy(r, backoff_limit=r.max_restarts + 1 if r.max_restarts else None),
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher},
-                "Worker": {"replicas": r.replicas, "restartPolicy": "OnFailure", "template": worker},
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure" if r.max_restarts else "Never",
+                             "template": launcher},
+                "Worker": {"replicas": r.replicas, "restartPolicy": "Never", "template": worker},
             },
         },
     }
 
 
 def tf_job(r: Resolved) -> dict:
+    """TFJob: Chief and Workers under Never. MultiWorkerMirroredStrategy cannot take a replacement worker into a
+    running cluster, so a fault fails the job, cleanup frees the nodes, and the next job resumes from the
+    checkpoint."""
     template = pod_template(r, list(r.spec.command))
-    replicas: dict = {"Chief": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
+    replicas: dict = {"Chief": {"replicas": 1, "restartPolicy": "Never", "template": template}}
     if r.replicas > 1:
-        replicas["Worker"] = {"replicas": r.replicas - 1, "restartPolicy": "OnFailure", "template": template}
+        replicas["Worker"] = {"replicas": r.replicas - 1, "restartPolicy": "Never", "template": template}
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": _meta(r),
             "spec": {"runPolicy": run_policy(r), "tfReplicaSpecs": replicas}}
+
+
+def files_configmap_name(spec: JobSpec) -> str:
+    return f"{spec.name}-files"
+
+
+def files_configmap(r: Resolved, root: Path | None = None) -> dict | None:
+    """The job's `files`, read from the Pulumi project, as the ConfigMap its pods mount at /workspace/files."""
+    if not r.spec.files:
+        return None
+    base = root or Path.cwd()
+    data = {name: (base / local).read_text() for name, local in sorted(r.spec.files.items())}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": k8s.meta(files_configmap_name(r.spec), r.profile["cluster"], COMPONENT,
+                                 namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}),
+            "data": data}
 
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
@@ -321,8 +521,20 @@ def contract(r: Resolved) -> dict:
         "queue": r.queue,
         "priorityClass": r.priority_class,
         "minAvailable": r.min_available if r.scheduler else None,
+        "faults": fault_summary(r),
         "checkpointDir": r.checkpoint_dir,
     }
+
+
+def fault_summary(r: Resolved) -> str:
+    """What a fault does to this job, in one line, for the contract."""
+    if r.spec.framework == "pytorch":
+        return (f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); a lost pod "
+                f"is recreated and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job fails; cleanPodPolicy "
+                f"{CLEAN_POD_POLICY}")
+    if r.spec.framework == "mpi":
+        return (f"the launcher relaunches mpirun up to {r.max_restarts} times; cleanPodPolicy {CLEAN_POD_POLICY}")
+    return f"a fault fails the job (restartPolicy Never); cleanPodPolicy {CLEAN_POD_POLICY}"
 
 
 @dataclass
@@ -352,6 +564,18 @@ class TrainingJob(pulumi.ComponentResource):
         self.manifest = manifest(resolved)
         self.contract = contract(resolved)
         # Passed on, or the job could be created before the Training Operator's CRD or the Volcano queue exists.
-        depends_on = k8s.inherited_depends_on(opts)
+        depends_on = list(k8s.inherited_depends_on(opts))
+        files = files_configmap(resolved)
+        if files is not None:  # before the pods that mount it
+            depends_on.append(k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))))
         self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        self.rendezvous = []
+        if args.spec.framework == "pytorch":
+            # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.
+            owner = self.job.metadata.apply(lambda m: [{
+                "apiVersion": self.manifest["apiVersion"], "kind": self.manifest["kind"],
+                "name": self.manifest["metadata"]["name"], "uid": (m or {}).get("uid")}])
+            for m in rendezvous(resolved):
+                m["metadata"]["ownerReferences"] = owner
+                self.rendezvous.append(k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
         self.register_outputs({"contract": self.contract})

@@ -32,3 +32,7 @@ def stack_platform(stack: str) -> dict:
     """The `fastpath:platform` object of a committed stack file, as a fresh dict to mutate."""
     doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
     return copy.deepcopy(doc["config"]["fastpath:platform"])
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs real processes for tens of seconds (deselect: -m 'not slow')")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components import acceptance, config, fabric
+from components import acceptance, config, fabric, training_job
 from components.config import AcceptanceConfig, FabricConfig, PlatformConfig
 from components.profile import profile as make_profile
 from tests.conftest import ROOT, stack_platform
@@ -15,41 +15,61 @@ from tests.conftest import ROOT, stack_platform
 LOGS = Path(__file__).parent / "ncclcheck"
 
 
-def plan_for(stack: str, **acc) -> list[dict]:
+def plan_for(stack: str, **acc) -> tuple[dict, list[dict]]:
     p = stack_platform(stack)
     p["acceptance"] = {"enabled": True, **acc}
     platform = PlatformConfig.model_validate(p)
     return acceptance.plan(platform.acceptance, make_profile(platform))
 
 
-@pytest.mark.parametrize(("stack", "acc", "floor"), [
-    ("prod-ib", {}, 360.0),  # 8 x 400G x 0.9
-    ("prod-ib", {"efficiency": 0.8}, 320.0),
-    ("prod-roce", {}, 45.0),  # 2 x 200G x 0.9
-    ("prod-roce", {"minBusbwGbps": 40}, 40.0),
+@pytest.mark.parametrize(("stack", "acc", "floor", "warn"), [
+    ("prod-ib", {}, 300.0, 368.0),  # 8 x 400G: fail under 0.75 of line rate, warn under 0.92 (46 GB/s per NIC)
+    ("prod-ib", {"efficiency": 0.8}, 320.0, 368.0),
+    ("prod-roce", {}, 37.5, 46.0),  # 2 x 200G
+    ("prod-roce", {"minBusbwGbps": 40}, 40.0, 46.0),
 ])
-def test_floor_from_rails_speed_and_efficiency(stack, acc, floor):
+def test_floor_and_warn_band_from_rails_speed_and_efficiency(stack, acc, floor, warn):
     p = PlatformConfig.model_validate({**stack_platform(stack), "acceptance": acc})
     assert acceptance.floor_gbps(p.acceptance, p.fabric) == floor
+    assert acceptance.warn_gbps(p.acceptance, p.fabric) == warn
 
 
 def test_tcp_has_no_derived_floor():
     assert acceptance.floor_gbps(AcceptanceConfig(), FabricConfig(kind="tcp")) is None
 
 
-def test_series_and_job_wiring():
-    runs = plan_for("prod-ib", nodes=4, scaling=[1, 2, 8])
-    assert [(r["job"], r["nodes"], r["ranks"], r.get("expect")) for r in runs] == [
-        ("nccl-allreduce-1n", 1, 8, None), ("nccl-allreduce-2n", 2, 16, "ib"), ("nccl-allreduce-4n", 4, 32, "ib"),
-        ("nccl-allreduce-8n", 8, 64, "ib")]
-    m = runs[2]["manifest"]
-    assert m["kind"] == "MPIJob" and m["spec"]["slotsPerWorker"] == 8
-    launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
-    assert launcher[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
-    assert launcher[-9:] == ["all_reduce_perf_mpi", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
+def test_warn_band_below_the_floor_is_refused():
+    with pytest.raises(ValueError, match="warnEfficiency .* is below acceptance.efficiency"):
+        AcceptanceConfig(efficiency=0.9, warn_efficiency=0.8)
+
+
+@pytest.mark.parametrize(("product", "floor"), [("NVIDIA-H100-80GB-HBM3", 300.0), ("NVIDIA-A100-SXM4-80GB", 150.0),
+                                                ("NVIDIA-L4", None)])
+def test_one_node_run_has_an_nvlink_floor_where_one_is_known(product, floor):
+    assert acceptance.nvlink_floor_gbps(AcceptanceConfig(), product) == floor
+
+
+def test_series_runs_one_size_at_a_time_in_one_job():
+    m, runs = plan_for("prod-ib", nodes=4, scaling=[1, 2, 8])
+    assert [(r["nodes"], r["ranks"], r["expect"], r["minBusbwGbps"]) for r in runs] == [
+        (1, 8, "local", 300.0), (2, 16, "ib", 300.0), (4, 32, "ib", 300.0), (8, 64, "ib", 300.0)]
+    assert m["kind"] == "MPIJob" and m["metadata"]["name"] == "nccl-acceptance"
+    assert m["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 8 and m["spec"]["slotsPerWorker"] == 8
+    assert m["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == acceptance.QUEUE
+    launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]
+    assert launcher["restartPolicy"] == "Never"  # a failed run is a verdict, and its log stays
+    cmd = launcher["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:4] == ["sh", "-c", training_job.LAUNCHER_WAIT, "launcher"] and cmd[4:6] == ["sh", "-c"]
+    script = cmd[6].splitlines()
+    mpiruns = [shlex.split(line.removesuffix(" || status=1")) for line in script if line.startswith("mpirun")]
+    assert [c[c.index("-np") + 1] for c in mpiruns] == ["8", "16", "32", "64"]  # sequential, smallest first
+    assert mpiruns[1][mpiruns[1].index("-H") + 1] == "nccl-acceptance-worker-0:8,nccl-acceptance-worker-1:8"
+    assert "NCCL_ALGO=Ring" not in mpiruns[0] and "NCCL_ALGO=Ring" in mpiruns[1]
+    assert all(c[-9:] == ["all_reduce_perf_mpi", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"] for c in mpiruns)
+    assert script[1] == "echo 'fastpath-acceptance: begin 1 nodes'" and script[-1] == "exit $status"
     worker = m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     env = {e["name"]: e.get("value") for e in worker["spec"]["containers"][0]["env"]}
-    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET" and env["NCCL_ALGO"] == "Ring"
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
     # The same fabric wiring as any training pod on this cluster.
     platform = PlatformConfig.model_validate(stack_platform("prod-ib"))
     wiring = fabric.pod_wiring(platform.fabric, "training", 8, 8)
@@ -57,19 +77,45 @@ def test_series_and_job_wiring():
     limits = worker["spec"]["containers"][0]["resources"]["limits"]
     assert {k: limits[k] for k in wiring.resources} == wiring.resources
     assert worker["spec"]["initContainers"][0]["name"] == "preflight"
-    assert m["metadata"]["annotations"][acceptance.FLOOR_ANNOTATION] == "360"
 
 
-@pytest.mark.parametrize(("log", "code"), [("ib_gdr_linerate", 0), ("below_floor", 1), ("ib_no_gdr", 1),
-                                           ("socket_fallback_with_networks", 1)])
-def test_rendered_check_command_judges_real_logs(log, code):
-    """The 2-node prod-ib check, as SUMMARY.md prints it, run on realistic 2 x 8 H100 logs."""
-    (run,) = [r for r in plan_for("prod-ib", nodes=2) if r["nodes"] == 2]
+def test_acceptance_queue_is_capped_at_the_largest_run():
+    p = PlatformConfig.model_validate({**stack_platform("prod-ib"), "acceptance": {"enabled": True, "nodes": 4}})
+    q = acceptance.queue(p.acceptance, make_profile(p), "prod-ib")
+    assert q["metadata"]["name"] == acceptance.QUEUE
+    assert q["spec"]["capability"] == {"nvidia.com/gpu": 32} and q["spec"]["reclaimable"] is False
+
+
+def section_log(tmp_path: Path, runs: dict[int, str]) -> Path:
+    text = "".join(f"fastpath-acceptance: begin {n} nodes\n{(LOGS / f'{log}.log').read_text()}\n"
+                   f"fastpath-acceptance: end {n} nodes\n" for n, log in runs.items())
+    out = tmp_path / "nccl-acceptance.log"
+    out.write_text(text)
+    return out
+
+
+@pytest.mark.parametrize(("log", "code", "verdict"), [
+    ("ib_gdr_linerate", 0, "pass"), ("below_floor", 1, "fail"), ("ib_no_gdr", 1, "fail"),
+    ("socket_fallback_with_networks", 1, "fail"), ("warn_band", 0, "warn")])
+def test_rendered_check_command_judges_real_logs(tmp_path, log, code, verdict):
+    """The 2-node prod-ib check, as SUMMARY.md prints it, on a launcher log holding a 1-node run and then the
+    2-node run (realistic 2 x 8 H100 output)."""
+    _, runs = plan_for("prod-ib", nodes=2, scaling=[1])
+    (run,) = [r for r in runs if r["nodes"] == 2]
     args = shlex.split(run["check"])
-    assert args[:3] == ["python", "-m", "tools.ncclcheck"]
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / f"{log}.log"), *args[4:]], cwd=ROOT,
+    assert args[:3] == ["python", "-m", "tools.ncclcheck"] and args[4:6] == ["--section", "2"]
+    path = section_log(tmp_path, {1: "ib_gdr_linerate", 2: log})
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == code, res.stdout
+    assert f"verdict: {verdict}" in res.stdout
+
+
+def test_check_of_a_run_missing_from_the_log_says_so(tmp_path):
+    path = section_log(tmp_path, {1: "ib_gdr_linerate"})
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "no 4-node run in this log" in res.stdout
 
 
 def test_acceptance_bigger_than_the_cluster_is_refused():

@@ -22,31 +22,57 @@ CASES = [
      {"NCCL_IB_DISABLE": "1", **DEFAULT_BOOT}, {}, (), []),
     ("ib-shared-dgx", {"kind": "infiniband", "attachment": "shared", "rails": rails(8)}, 8, 8,
      {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11",
-      **DEFAULT_BOOT},
+      "NCCL_NET": "IB", **DEFAULT_BOOT},
      {f"rdma/shared_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-shared" for i in range(8)]),
     ("ib-sriov-vf-names", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 8, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", **DEFAULT_BOOT},
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
      {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(8)]),
+    # A half-node pod is on every rail (a VF each): NCCL pairs whichever GPUs it got with their local NICs.
     ("ib-sriov-half-node", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 4, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", **DEFAULT_BOOT},
-     {f"nvidia.com/sriov_rail{i}": 1 for i in range(4)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(4)]),
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
+     {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(8)]),
     ("roce-shared-2rails-gid", {"kind": "roce", "attachment": "shared", "gidIndex": 3,
                                 "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 4, 4,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3", **DEFAULT_BOOT},
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3", "NCCL_NET": "IB",
+      **DEFAULT_BOOT},
      {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1}, ("IPC_LOCK",), ["rail0-shared", "rail1-shared"]),
-    ("roce-hostdevice-one-gpu", {"kind": "roce", "attachment": "hostdevice",
-                                 "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 1, 4,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0", **DEFAULT_BOOT},
-     {"nvidia.com/hostdev_rail0": 1}, ("IPC_LOCK",), ["rail0-hostdevice"]),
+    # No GID index: NCCL picks the GID itself, within the rails' supernet (10.0.0.0/16 + 10.1.0.0/16).
+    ("roce-shared-2rails-auto-gid", {"kind": "roce", "attachment": "shared",
+                                     "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 2, 4,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15",
+      "NCCL_NET": "IB", **DEFAULT_BOOT},
+     {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1}, ("IPC_LOCK",), ["rail0-shared", "rail1-shared"]),
+    ("roce-hostdevice-full-node", {"kind": "roce", "attachment": "hostdevice",
+                                   "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 4, 4,
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15",
+      "NCCL_NET": "IB", **DEFAULT_BOOT},
+     {"nvidia.com/hostdev_rail0": 1, "nvidia.com/hostdev_rail1": 1}, ("IPC_LOCK",),
+     ["rail0-hostdevice", "rail1-hostdevice"]),
     ("efa-p5", {"kind": "efa", "efaDevicesPerNode": 32}, 8, 8,
-     {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", **DEFAULT_BOOT},
+     {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "Libfabric", **DEFAULT_BOOT},
      {"vpc.amazonaws.com/efa": 32}, ("IPC_LOCK",), []),
+    ("ib-plugin-net", {"kind": "infiniband", "attachment": "sriov", "rails": rails(1), "ncclNet": "IBext_v11"},
+     8, 8, {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IBext_v11", **DEFAULT_BOOT},
+     {"nvidia.com/sriov_rail0": 1}, ("IPC_LOCK",), ["rail0-sriov"]),
     ("roce-overrides-win", {"kind": "roce", "attachment": "shared", "rails": rails(1, ["mlx5_2"]),
                             "ncclOverrides": {"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO"}}, 8, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_2", "NCCL_SOCKET_IFNAME": "=eth0",
-      "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO", "NCCL_IB_TC": "106"},
+     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_2", "NCCL_IB_ADDR_RANGE": "10.0.0.0/16", "NCCL_NET": "IB",
+      "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO", "NCCL_IB_TC": "106"},
      {"rdma/shared_rail0": 1}, ("IPC_LOCK",), ["rail0-shared"]),
 ]
+
+
+def test_hostdevice_refuses_partial_node_pods():
+    f = FabricConfig.model_validate({"kind": "roce", "attachment": "hostdevice", "rails": rails(2)})
+    assert "whole" in fabric.partial_node_problem(f, 1, 4)
+    assert fabric.partial_node_problem(f, 4, 4) is None
+    shared = FabricConfig.model_validate({"kind": "roce", "attachment": "shared", "rails": rails(2)})
+    assert fabric.partial_node_problem(shared, 1, 4) is None
+
+
+def test_tcp_refuses_an_nccl_net():
+    with pytest.raises(ValueError, match="fabric.ncclNet is for RDMA fabrics"):
+        FabricConfig.model_validate({"kind": "tcp", "ncclNet": "IB"})
 
 
 @pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"),
@@ -86,7 +112,7 @@ def test_expected_transport(fab, transport):
     assert fabric.pod_wiring(FabricConfig.model_validate(fab), "t", 8, 8).transport == transport
 
 
-def test_busbw_floor_for_8x400g_ndr_is_360():
+def test_busbw_at_0_9_of_8x400g_ndr_is_360():
     f = FabricConfig.model_validate({"kind": "infiniband", "attachment": "sriov", "rails": rails(8)})
     assert fabric.expected_busbw_gbps(f) == 360.0
 

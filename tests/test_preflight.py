@@ -1,7 +1,7 @@
 """The preflight script against fake /sys, /dev and /proc trees: it passes a healthy pod and names each fault."""
 
 import os
-import stat
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +13,7 @@ GOOD_ENV = {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCA
 
 
 def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, addresses=("net1", "net2"),
-         memlock="unlimited", capeff=f"{0:016x}", shm="size=67108864k") -> dict:
+         memlock="unlimited", capeff=f"{0:016x}", shm="size=67108864k", gid_tables=None) -> dict:
     """A fake pod filesystem; returns the env that points the script at it."""
     (root / "dev" / "infiniband").mkdir(parents=True)
     for i in range(gpus):
@@ -34,16 +34,27 @@ def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, a
     (root / "proc" / "mounts").write_text(
         "overlay / overlay rw,relatime 0 0\n"
         + (f"tmpfs /dev/shm tmpfs rw,nosuid,nodev,relatime,{shm} 0 0\n" if shm else ""))
-    # A fake `ip` that knows which interfaces have addresses.
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    ip = bin_dir / "ip"
-    cases = "".join(f'  {a}) echo "5: {a}    inet 10.100.0.5/20 brd 10.100.15.255 scope global {a}";;\n'
-                    for a in addresses)
-    ip.write_text(f'#!/bin/sh\ncase "$6" in\n{cases}  *) ;;\nesac\n')
-    ip.chmod(ip.stat().st_mode | stat.S_IEXEC)
+    # The kernel's view of addresses, as a pod without iproute2 reads it: a connected route per interface with
+    # an address (/proc/net/route, little-endian hex) and the local /32s (/proc/net/fib_trie).
+    subnet = {"net1": "10.100.0.0", "net2": "10.100.16.0"}
+    addr = {"net1": "10.100.0.5", "net2": "10.100.16.5"}
+    le = {n: "".join(f"{int(o):02X}" for o in reversed(ip.split("."))) for n, ip in subnet.items()}
+    route = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+    route += "eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+    route += "".join(f"{a}\t{le[a]}\t00000000\t0001\t0\t0\t0\t00F0FFFF\t0\t0\t0\n" for a in addresses)
+    (root / "proc" / "net").mkdir(parents=True)
+    (root / "proc" / "net" / "route").write_text(route)
+    trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n"
+    trie += "     |-- 192.168.1.7\n        /32 host LOCAL\n"
+    trie += "".join(f"     |-- {addr[a]}\n        /32 host LOCAL\n" for a in addresses)
+    (root / "proc" / "net" / "fib_trie").write_text(trie)
+    for hca, gids in (gid_tables or {}).items():
+        folder = root / "sys" / "class" / "infiniband" / hca / "ports" / "1" / "gids"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, g in enumerate(gids):
+            (folder / str(i)).write_text(g + "\n")
     return {"PREFLIGHT_SYS": str(root / "sys"), "PREFLIGHT_DEV": str(root / "dev"),
-            "PREFLIGHT_PROC": str(root / "proc"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+            "PREFLIGHT_PROC": str(root / "proc"), "PATH": os.environ["PATH"]}
 
 
 def run(env: dict) -> subprocess.CompletedProcess:
@@ -88,3 +99,49 @@ def test_memlock_limited_but_ipc_lock_granted_passes(tmp_path):
 def test_sriov_checks_counts_not_names(tmp_path):
     res = run({**tree(tmp_path, hcas=()), "PREFLIGHT_HCAS": ""})
     assert res.returncode == 0, res.stdout
+
+
+def gid(ip: str) -> str:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+LINK_LOCAL = "fe80:0000:0000:0000:0000:0000:0000:0001"
+
+
+@pytest.mark.parametrize(("tables", "passes"), [
+    ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [gid("192.168.1.7"), gid("10.100.16.5")]}, True),
+    # the port carries only other addresses (the host's, another pod's): NCCL cannot use the pod's own GID
+    ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [LINK_LOCAL, gid("10.100.16.9")]}, False),
+], ids=["own-gid-present", "own-gid-missing"])
+def test_roce_own_gid_on_each_rail(tmp_path, tables, passes):
+    env = {**tree(tmp_path, gid_tables=tables), "PREFLIGHT_ROCE_GIDS": "net1:mlx5_0 net2:mlx5_10"}
+    res = run(env)
+    assert (res.returncode == 0) == passes, res.stdout
+    if not passes:
+        assert "mlx5_10 has no GID for net2's 10.100.16.5" in res.stdout
+
+
+def test_addresses_read_without_iproute2(tmp_path):
+    """The script needs sh and awk only: with `ip` nowhere on PATH the healthy pod still passes and names the
+    addresses it read from /proc."""
+    env = tree(tmp_path)
+    bin_dir = tmp_path / "onlyawk"
+    bin_dir.mkdir()
+    for tool in ("sh", "awk", "cat", "grep", "sort", "tr", "tail"):  # coreutils, not iproute2
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)},
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "interface net1 up with 10.100.0.5" in res.stdout
+
+
+def test_missing_awk_is_told_apart_from_a_bad_node(tmp_path):
+    env = tree(tmp_path)
+    bin_dir = tmp_path / "noawk"
+    bin_dir.mkdir()
+    (bin_dir / "sh").symlink_to(shutil.which("sh"))
+    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)},
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1
+    assert "awk is not in this image" in res.stdout and "says nothing about the node" in res.stdout

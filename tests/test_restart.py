@@ -105,3 +105,120 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0] == f"resumed from step {STEPS - SAVE_EVERY}"
+
+
+# ------------------------------------------------------------------------------------ a lost node, N agents
+
+AGENTS = 3
+
+
+def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[str], dict, list[str], dict]:
+    """The worker command and env, and the rendezvous store's command and env, exactly as fastpath emits them for
+    a 3-node job (plus what the operator adds: tests/operator_v1.pytorch_env), with only what must differ on one
+    machine changed: the store's address (127.0.0.1 and a free port), loopback for gloo, and local paths."""
+    from components import training_job
+    from components.config import JobSpec, PlatformConfig
+    from components.profile import profile
+    from tests import operator_v1
+    from tests.conftest import stack_platform
+
+    spec = JobSpec(name="restart", image="nvcr.io/nvidia/pytorch:25.10-py3", nodes=AGENTS, gpusPerNode=1,
+                   command=["python", "-u", "/workspace/files/train.py", "--steps", str(STEPS), "--save-every",
+                            str(SAVE_EVERY), "--keep", str(KEEP), "--step-seconds", "0.1"])
+    cluster = stack_platform("dev")
+    cluster["nodes"]["count"] = AGENTS + 1  # a spare for the replacement pod
+    r = training_job.resolve(spec, profile(PlatformConfig.model_validate(cluster)))
+    job = training_job.manifest(r)
+    (worker,) = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    (store,) = training_job.rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
+    port = free_port()
+    env = {e["name"]: e["value"] for e in worker["env"] if "value" in e}
+    env.update(operator_v1.pytorch_env(job))
+    assert env["PET_RDZV_ENDPOINT"] == f"restart-rdzv:{training_job.RDZV_PORT}"
+    env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{port}"
+    env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", CHECKPOINT_DIR=str(tmp_path / "ckpt"),
+               OMP_NUM_THREADS="1")
+    if shared_store:
+        env.pop(training_job.RDZV_NO_SHARED_STORE)
+    cmd = [str(Path(sys.executable).with_name("torchrun")) if a == "torchrun" else a for a in worker["command"]]
+    cmd = [str(ROOT / "examples" / "train.py") if a == "/workspace/files/train.py" else a for a in cmd]
+    store_env = {e["name"]: e["value"] for e in store["env"]}
+    store_env["FASTPATH_RDZV_PORT"] = str(port)
+    store_cmd = [sys.executable if a == "python" else a for a in store["command"]]
+    return cmd, env, store_cmd, store_env
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
+    out = open(log, "a")  # noqa: SIM115 - the process writes to it until it ends
+    return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def wait_for(logs: list[Path], needle: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(needle in p.read_text() for p in logs if p.exists()):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = False) -> tuple[list[str], list]:
+    """Three torchrun agents (the job's three pods) on the c10d store pod; optionally SIGKILL one agent and its
+    worker when `kill_at_step` ran (a node lost), then start it again (the operator's replacement pod)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cmd, env, store_cmd, store_env = pytorch_job_here(tmp_path, shared_store)
+    store = start(store_cmd, store_env, tmp_path / "store.log")
+    assert wait_for([tmp_path / "store.log"], "rendezvous store listening", 60), (tmp_path / "store.log").read_text()
+    logs = [tmp_path / f"agent{i}.log" for i in range(AGENTS)]
+    agents = [start(cmd, env, log) for log in logs]
+    try:
+        if kill_at_step is not None:
+            assert wait_for(logs, f"step {kill_at_step} ", 180), "\n".join(p.read_text() for p in logs)
+            kill_like_a_node_failure(agents[-1])
+            time.sleep(2)  # the replacement pod is scheduled and starts
+            agents[-1] = start(cmd, env, logs[-1])
+        codes = [a.wait(timeout=300) for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                kill_like_a_node_failure(a)
+        store.terminate()
+        store.wait(timeout=30)
+    lines = [line for p in logs for line in p.read_text().splitlines()]
+    return lines, codes
+
+
+@pytest.mark.slow
+def test_lost_node_of_a_gang_rejoins_and_resumes_from_checkpoint(tmp_path):
+    """The README's claim at any size: one of the job's pods dies mid-run (SIGKILL of its torchrun agent and
+    worker), the operator's replacement starts, and the survivors, which never exit, re-rendezvous with it on
+    the c10d store pod and every rank resumes from the last checkpoint; no container restarted, every agent
+    ends 0, and the model is bit-identical to a run that lost nothing."""
+    reference, codes = run_gang(tmp_path / "reference", kill_at_step=None)
+    assert codes == [0] * AGENTS
+    lines, codes = run_gang(tmp_path / "lost", kill_at_step=17)
+    assert codes == [0] * AGENTS, "\n".join(lines)
+    resumed = [line for line in lines if line.startswith("resumed from step")]
+    assert resumed == ["resumed from step 15"], "\n".join(lines)
+    after = steps(lines[lines.index("resumed from step 15"):])
+    assert after == list(range(16, STEPS + 1))
+    assert digest(lines) == digest(reference)
+
+
+@pytest.mark.slow
+def test_replacement_cannot_rejoin_with_torchs_shared_store(tmp_path):
+    """Why the pods carry TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: with torch's default (the rank-0 agent's store
+    shared with the workers) the replacement waits for a MASTER_ADDR nobody re-publishes and the gang fails
+    (pytorch/pytorch#135712); torch 2.13.0 here."""
+    lines, codes = run_gang(tmp_path, kill_at_step=17, shared_store=True)
+    assert codes != [0] * AGENTS
+    assert not any(line.startswith("resumed from step") for line in lines)

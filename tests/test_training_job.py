@@ -16,7 +16,7 @@ FABRICS = {
     "ib-sriov": {"kind": "infiniband", "attachment": "sriov", "rails": [
         {"hca": h, "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400} for i, h in enumerate(DGX)]},
     "roce-shared": {"kind": "roce", "attachment": "shared", "rails": [
-        {"hca": f"mlx5_{i}", "interface": f"ens{i}", "subnet": f"192.168.{i}.0/24", "speedGbps": 200}
+        {"hca": f"mlx5_{i}", "interface": f"ens{i}", "subnet": f"192.168.{4 * i}.0/22", "speedGbps": 200}
         for i in range(2)]},
     "efa": {"kind": "efa", "efaDevicesPerNode": 32},
 }
@@ -27,6 +27,8 @@ def profile_for(fab: str) -> dict:
     p["fabric"] = FABRICS[fab]
     p["gpu"]["gpuDirect"] = "none" if fab == "tcp" else "dmabuf"
     p["components"] = {"networkOperator": fab in ("ib-sriov", "roce-shared")}
+    if fab in ("tcp", "efa"):
+        p["checkpoints"]["nfs"]["rdma"] = False  # NFS over RDMA needs the cluster's InfiniBand/RoCE NICs
     return make_profile(PlatformConfig.model_validate(p))
 
 
@@ -53,7 +55,10 @@ def test_job_pod_wiring(fab, fw, size):
     m = training_job.manifest(r)
     wiring = fabric.pod_wiring(config.FabricConfig.model_validate(prof["fabric"]), "training", 8, 8)
     expected_env = [{"name": k, "value": v} for k, v in wiring.env.items()]
+    if fw == "pytorch":  # a replacement agent can rejoin (see test_restart)
+        expected_env.append({"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"})
     expected_env.append({"name": "CHECKPOINT_DIR", "value": "/checkpoints/run"})
+    assert wiring.env.get("NCCL_NET") == {"tcp": None, "efa": "Libfabric"}.get(fab, "IB")
     for _role, replica, tpl in gpu_templates(m):
         pod = tpl["spec"]
         (c,) = pod["containers"]
@@ -79,9 +84,10 @@ def test_job_pod_wiring(fab, fw, size):
         assert anti["topologyKey"] == "kubernetes.io/hostname"
         pack = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
         assert pack["podAffinityTerm"]["topologyKey"] == "network.fastpath.dev/leaf"
-        assert replica["restartPolicy"] == "OnFailure"
+        assert replica["restartPolicy"] == "Never"  # GPU pods never restart in place (see the fault tests)
     policy = m["spec"]["runPolicy"]
-    assert policy["backoffLimit"] == 3 and policy["ttlSecondsAfterFinished"] == 259200
+    assert policy["cleanPodPolicy"] == "Running" and policy["ttlSecondsAfterFinished"] == 259200
+    assert policy.get("backoffLimit") == (4 if fw == "mpi" else None)  # 3 faults: see test_job_faults
     launcher = 1 if fw == "mpi" else 0
     assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher,
                                           "queue": "research", "priorityClass": "training-standard"}
@@ -91,25 +97,43 @@ def test_job_pod_wiring(fab, fw, size):
         assert schemas.validate(m) == []
 
 
-def test_pytorch_fixed_has_master_and_torchrun():
-    m = training_job.manifest(training_job.resolve(job("pytorch", "fixed"), profile_for("ib-sriov")))
-    specs = m["spec"]["pytorchReplicaSpecs"]
-    assert (specs["Master"]["replicas"], specs["Worker"]["replicas"]) == (1, 3)
-    assert m["spec"]["nprocPerNode"] == "8" and "elasticPolicy" not in m["spec"]
-    assert specs["Master"]["template"]["spec"]["containers"][0]["command"] == [
-        "torchrun", "train.py", "--lr", "3e-4"]
-
-
-def test_pytorch_elastic_is_worker_only_with_c10d():
-    m = training_job.manifest(training_job.resolve(job("pytorch", "elastic"), profile_for("tcp")))
+@pytest.mark.parametrize("size", ["fixed", "elastic"])
+def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
+    """Fixed-size jobs use c10d too (N:N): the static rendezvous cannot take a replacement pod. The store is
+    `<job>-rdzv`, not a worker, so any minNodes workers Volcano admits can rendezvous."""
+    r = training_job.resolve(job("pytorch", size), profile_for("ib-sriov"))
+    m = training_job.manifest(r)
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
-    assert m["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 6, "maxRestarts": 3,
-                                          "rdzvBackend": "c10d", "rdzvId": "run"}
+    lo, hi = (4, 4) if size == "fixed" else (2, 6)
+    assert m["spec"]["elasticPolicy"] == {
+        "minReplicas": lo, "maxReplicas": hi, "maxRestarts": 3, "rdzvBackend": "c10d", "rdzvHost": "run-rdzv",
+        "rdzvPort": 29400, "rdzvId": "run",
+        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"}]}
+    assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
+    worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["command"] == ["torchrun", "train.py", "--lr", "3e-4"]
+    deployment, service = training_job.rendezvous(r)
+    assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
+    assert service["spec"]["ports"][0]["port"] == 29400
+    pod = deployment["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"] == c["resources"]["requests"]
+    assert "schedulerName" not in pod  # not in the gang: it runs whatever Volcano admits
+    assert deployment["spec"]["template"]["metadata"]["labels"][training_job.ROLE_LABEL] == "rendezvous"
+    if (SHARED / "crds").is_dir():
+        assert schemas.validate(m) == [] and schemas.validate(deployment) == [] and schemas.validate(service) == []
 
 
 @pytest.mark.parametrize(("command", "expected"), [
     (["python", "train.py"], ["torchrun", "train.py"]),
     (["python3", "-m", "pkg.train", "--x"], ["torchrun", "-m", "pkg.train", "--x"]),
+    # torchrun rejects -u (it runs Python with -u itself; the operator sets PYTHONUNBUFFERED=1)
+    (["python", "-u", "train.py"], ["torchrun", "train.py"]),
+    (["python3.12", "-u", "-m", "pkg.train"], ["torchrun", "-m", "pkg.train"]),
+    # other interpreter flags only survive as a program torchrun runs as given
+    (["python", "-X", "faulthandler", "train.py"], ["torchrun", "--no-python", "python", "-X", "faulthandler",
+                                                     "train.py"]),
+    (["/usr/bin/python3", "train.py"], ["torchrun", "train.py"]),
     (["./run.sh"], ["torchrun", "--no-python", "./run.sh"]),
 ])
 def test_torchrun_command(command, expected):
@@ -122,7 +146,9 @@ def test_mpi_launcher_forwards_every_pod_variable():
     m = training_job.manifest(r)
     assert m["spec"]["slotsPerWorker"] == 8
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-    cmd = launcher["containers"][0]["command"]
+    wrapper = launcher["containers"][0]["command"]
+    assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == training_job.LAUNCHER_WAIT and wrapper[3] == "launcher"
+    cmd = wrapper[4:]  # exec "$@": mpirun with exactly these arguments once every worker takes an exec
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
     forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
     worker_env = [e["name"] for e in m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]]
@@ -131,6 +157,9 @@ def test_mpi_launcher_forwards_every_pod_variable():
     assert cmd[-4:] == ["python", "train.py", "--lr", "3e-4"]
     assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
     assert "annotations" not in m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["metadata"]
+    # The launcher is in the gang: it must tolerate what its workers tolerate, or no MPIJob ever starts.
+    worker = m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert launcher["tolerations"] == worker["tolerations"] and "nodeSelector" not in launcher
 
 
 def test_tensorflow_has_chief_and_workers():
@@ -157,11 +186,25 @@ def test_datasets_are_read_only_and_secrets_use_secret_key_ref():
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in c["env"]
 
 
-def test_partial_node_job_gets_proportional_rails_and_memory():
-    r = training_job.resolve(job("pytorch", "fixed", gpusPerNode=4), profile_for("ib-sriov"))
-    assert len(r.wiring.rails) == 4 and r.memory_gib == 900 and r.shm_gib == 64
+@pytest.mark.parametrize("fab", ["ib-sriov", "roce-shared"])
+def test_partial_node_pod_is_on_every_rail(fab):
+    """The device plugin may hand a 4-GPU pod any 4 GPUs: only a pod on every rail lets NCCL pair each GPU with
+    its PCIe-local NIC, and two such pods on a node do not share half the rails."""
+    prof = profile_for(fab)
+    r = training_job.resolve(job("pytorch", "fixed", gpusPerNode=4), prof)
+    rails = len(prof["rails"])
+    assert len(r.wiring.rails) == rails and r.memory_gib == 900 and r.shm_gib == 64
     annotation = json.loads(r.wiring.annotations[fabric.NETWORKS_ANNOTATION])
-    assert [a["interface"] for a in annotation] == ["net1", "net2", "net3", "net4"]
+    assert [a["interface"] for a in annotation] == [f"net{i + 1}" for i in range(rails)]
+    assert sum(r.wiring.resources.values()) == rails
+
+
+def test_partial_node_job_refused_on_hostdevice():
+    p = stack_platform("prod-roce")
+    p["fabric"]["attachment"] = "hostdevice"
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.gpusPerNode: 2 of a node's 4 GPUs on "
+                                                 r"fabric.attachment 'hostdevice'"):
+        config.parse({"platform": p, "jobs": [{**GOOD, "gpusPerNode": 2}]}, "s")
 
 
 # ------------------------------------------------------------------------------------------- bad input
@@ -186,6 +229,15 @@ BAD = [
     ({"namespace": "default"}, "'default' is not a training namespace"),
     ({"priorityClass": "urgent"}, "'urgent' is not one of"),
     ({"nodes": None}, "set exactly one of nodes"),
+    ({"command": ["torchrun", "--nproc-per-node", "8", "train.py"]}, "command: starts torchrun, but fastpath"),
+    ({"command": ["python", "-m", "torch.distributed.run", "train.py"]}, "command: starts torchrun"),
+    ({"command": ["deepspeed", "train.py"]}, "command: starts deepspeed"),
+    ({"command": ["accelerate", "launch", "train.py"]}, "command: starts accelerate launch"),
+    ({"framework": "mpi", "command": ["mpirun", "-np", "8", "python", "t.py"]}, "launches the command itself "
+                                                                                 "with mpirun over every GPU"),
+    ({"framework": "tensorflow", "maxRestarts": 2}, "maxRestarts: tensorflow workers cannot re-form"),
+    ({"files": {"train.py": "examples/nope.py"}}, "files.train.py: examples/nope.py is not a file"),
+    ({"nodes": None, "elastic": {"minNodes": 1, "maxNodes": 2, "maxRestarts": 5}}, "elastic.maxRestarts moved"),
 ]
 
 
@@ -225,11 +277,15 @@ def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
 
     run = render.run_program("dev", program=program, references={"acme/fastpath/prod-roce": {"profile": exported}})
     (registered,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
+    # The rendezvous store is owned by the job (the API server's uid, here the renderer's stand-in).
+    (store,) = [r for r in run.registrations if r.type == "kubernetes:apps/v1:Deployment"]
+    assert store.inputs["metadata"]["ownerReferences"][0]["name"] == "run"
+    assert store.inputs["metadata"]["ownerReferences"][0]["uid"]
     direct = training_job.manifest(training_job.resolve(spec, exported))
     assert render.integral(registered.inputs)["spec"] == direct["spec"]
     # Numbers crossed the wire as floats; the job must still say 4 processes, not "4.0".
     assert registered.inputs["spec"]["nprocPerNode"] == "4"
-    annotation = direct["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["annotations"]
+    annotation = direct["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
     assert "rail0-shared" in annotation[fabric.NETWORKS_ANNOTATION]
 
 
@@ -279,10 +335,10 @@ def test_preflight_configmap_ships_the_tested_script():
     assert platform_mod.preflight_configmaps(PlatformConfig.model_validate(stack_platform("dev"))) == []
 
 
-def test_job_named_like_an_acceptance_job_is_refused():
-    p = stack_platform("prod-roce")  # acceptance enabled: nccl-allreduce-2n in namespace training
-    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.name: 'nccl-allreduce-2n' is the name of a fabric"):
-        config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-allreduce-2n", "nodes": 2}]}, "s")
+def test_job_named_like_the_acceptance_job_is_refused():
+    p = stack_platform("prod-roce")  # acceptance enabled: nccl-acceptance in namespace training
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.name: 'nccl-acceptance' is the name of a fabric"):
+        config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2}]}, "s")
     # In another namespace the name is free.
-    config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-allreduce-2n", "nodes": 2,
+    config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2,
                                            "namespace": "research"}]}, "s")

@@ -1,14 +1,15 @@
 """Read NCCL_DEBUG=INFO logs and nccl-tests output and say what happened, and whether it is the fast path.
 
-    python -m tools.ncclcheck LOG... [--expect ib|roce|efa|socket] [--min-busbw GBPS] [--ranks N]
-                              [--allow-no-gdr] [--format text|json]
+    python -m tools.ncclcheck LOG... [--expect ib|roce|efa|socket|local] [--min-busbw GBPS] [--warn-busbw GBPS]
+                              [--ranks N] [--section NODES] [--allow-no-gdr] [--format text|json]
 
 Reports the transport each channel used (NET/IB with or without GDRDMA, NET/Socket, NET/Libfabric, P2P, SHM),
 whether any rank fell back to Socket, nranks and how many ranks reached "Init COMPLETE", the NCCL version, the
 average and peak bus bandwidth with the message size at the peak, and known failure lines. Exit 0 only when the
 transport is the expected one (with GPUDirect RDMA on RDMA fabrics), every expected rank initialised, no failure
 line was seen and the peak bus bandwidth meets the floor; otherwise 1, with the likely cause and the knob that
-fixes it. Exit 2 when a log cannot be read.
+fixes it. Exit 2 when a log cannot be read. Under --warn-busbw (but above the floor) the verdict is `warn`,
+exit 0. --section N reads only the N-node run of a fastpath acceptance log (between its marker lines).
 """
 
 from __future__ import annotations
@@ -141,7 +142,26 @@ def parse(text: str) -> Report:
     return r
 
 
-def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | None, allow_no_gdr: bool) -> Report:
+SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
+SECTION_END = "fastpath-acceptance: end {n} nodes"
+
+
+def section(text: str, nodes: int) -> str | None:
+    """The lines of the `nodes`-node run of an acceptance log, or None when the log has no such run."""
+    begin, end = SECTION_BEGIN.format(n=nodes), SECTION_END.format(n=nodes)
+    out: list[str] | None = None
+    for line in text.splitlines():
+        if line.strip() == begin:
+            out = []
+        elif line.strip() == end and out is not None:
+            return "\n".join(out)
+        elif out is not None:
+            out.append(line)
+    return "\n".join(out) if out is not None else None  # a log cut off mid-run: judge what is there
+
+
+def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | None, allow_no_gdr: bool,
+          warn_busbw: float | None = None) -> Report:
     reasons = []
     if expect and r.transport != expect:
         if r.transport == "socket" and any(i.startswith("net") for i in r.socket_interfaces):
@@ -155,6 +175,9 @@ def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | N
                            "request the fabric's RDMA resources and networks (fastpath wires them from the profile)")
         elif r.transport == "unknown":
             reasons.append("no NCCL channel lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET")
+        elif expect == "local":
+            reasons.append(f"a one-node run used the network ({r.transport}): the GPUs did not reach each other "
+                           "over NVLink or PCIe P2P; check nvidia-smi topo -m and NCCL_P2P_DISABLE")
         else:
             reasons.append(f"transport is {r.transport}, expected {expect}: check fabric.kind and NCCL_IB_HCA")
     if expect in ("ib", "roce", "efa") and r.transport == expect and not r.gdr and not allow_no_gdr:
@@ -177,6 +200,11 @@ def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | N
                            "rail resources) and the fabric's health")
     r.reasons = reasons
     r.verdict = "pass" if not reasons else "fail"
+    if not reasons and warn_busbw is not None and r.peak_busbw_gbps is not None and r.peak_busbw_gbps < warn_busbw:
+        r.verdict = "warn"
+        r.reasons = [f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s passes the floor but is under "
+                     f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
+                     "for a slow rail (ibdiagnet, port counters) before production runs"]
     return r
 
 
@@ -190,8 +218,11 @@ def to_json(r: Report) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.ncclcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", nargs="+", type=Path)
-    ap.add_argument("--expect", choices=("ib", "roce", "efa", "socket"))
+    ap.add_argument("--expect", choices=("ib", "roce", "efa", "socket", "local"))
     ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
+    ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")
+    ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an "
+                    "acceptance log")
     ap.add_argument("--ranks", type=int, help="ranks that must reach Init COMPLETE (default: nranks in the log)")
     ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
     ap.add_argument("--format", choices=("text", "json"), default="text")
@@ -201,7 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"cannot read log: {err}", file=sys.stderr)
         return 2
-    r = judge(parse(text), args.expect, args.min_busbw, args.ranks, args.allow_no_gdr)
+    if args.section is not None:
+        part = section(text, args.section)
+        if part is None:
+            print(f"verdict: fail\n  - no {args.section}-node run in this log (no '"
+                  f"{SECTION_BEGIN.format(n=args.section)}' line): the launcher stopped before it, or this is "
+                  "another job's log")
+            return 1
+        text = part
+    r = judge(parse(text), args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw)
     if args.format == "json":
         print(json.dumps(to_json(r), indent=2))
     else:
@@ -213,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verdict: {r.verdict}")
         for reason in r.reasons:
             print(f"  - {reason}")
-    return 0 if r.verdict == "pass" else 1
+    return 0 if r.verdict in ("pass", "warn") else 1
 
 
 if __name__ == "__main__":
