@@ -3,7 +3,7 @@ a checkpoint claim in every training namespace."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
@@ -17,9 +17,32 @@ CLAIM = profile.CHECKPOINT_CLAIM
 MOUNT_ROOT = profile.CHECKPOINT_ROOT
 
 
+# csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml `controller.tolerations`: Helm replaces a list
+# value wholesale, so adding the GPU taint means repeating these.
+CONTROLLER_TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoSchedule"} for key in (
+    "node-role.kubernetes.io/master", "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/control-plane",
+    "CriticalAddonsOnly")]
+
+
 def values(platform: PlatformConfig) -> dict:
-    # A deleted PV must not delete the directory on the server (the chart's default is `delete`).
-    return {"controller": {"defaultOnDeletePolicy": "retain"}}
+    """Helm values for csi-driver-nfs.
+
+    - `defaultOnDeletePolicy: retain` (the chart's default is `delete`): a deleted volume never deletes its
+      directory on the server. With it (and the class's Retain reclaim, so DeleteVolume is not even called)
+      DeleteVolume mounts nothing (kubernetes-csi/csi-driver-nfs@v4.13.4:pkg/nfs/controllerserver.go
+      `DeleteVolume` mounts only when onDelete is not retain), so no provisioner secret carrying RDMA
+      `mountOptions` for it is needed.
+    - NFS over RDMA: the controller mounts the share itself in CreateVolume, with the StorageClass's
+      mountOptions, from the node it runs on (host network; same file, `CreateVolume` -> `internalMount`). Only
+      the GPU nodes have the RDMA fabric, so the controller runs there: a nodeSelector on the GPU product label
+      and the GPU taint tolerated. The node DaemonSet already tolerates every taint.
+    """
+    v: dict = {"controller": {"defaultOnDeletePolicy": "retain"}}
+    nfs = platform.checkpoints.nfs if platform.checkpoints else None
+    if nfs is not None and nfs.rdma:
+        v["controller"]["nodeSelector"] = {"nvidia.com/gpu.product": platform.gpu.product}
+        v["controller"]["tolerations"] = [*CONTROLLER_TOLERATIONS, *k8s.gpu_tolerations(platform.gpu.taint_key)]
+    return v
 
 
 def storage_class_name(platform: PlatformConfig) -> str:
@@ -64,12 +87,19 @@ def claims(platform: PlatformConfig) -> list[dict]:
 class CheckpointStorageArgs:
     platform: PlatformConfig
     namespaces: list  # the training Namespace resources the claims live in
+    after: list = field(default_factory=list)
+    """What the driver needs before it can mount: for NFS over RDMA the NicClusterPolicy (ready means the DOCA
+    driver loaded rpcrdma); otherwise a claim's CreateVolume fails until then and `pulumi up` times out."""
 
 
 class CheckpointStorage(pulumi.ComponentResource):
     """Installs csi-driver-nfs (chart pinned in components/versions.py) and a `fastpath-checkpoints`
     StorageClass for `checkpoints.nfs`, or uses the existing `checkpoints.storageClass`; then a ReadWriteMany
     claim `checkpoints` in every training namespace.
+
+    NFS over RDMA (`checkpoints.nfs.rdma`): the driver's controller runs on a GPU node (see `values`) and the
+    release waits for `args.after`. Hosts need nothing for plain NFS (`mount.nfs` is in the driver's image);
+    over RDMA their kernel needs `rpcrdma` loaded (the operator's DOCA driver loads it with ENABLE_NFSRDMA).
 
     Checkpoints outlive the stack: the class reclaims with Retain, the driver keeps directories of deleted
     volumes, and each claim is `protect`ed and `retain_on_delete`: `pulumi destroy` or a rename leaves it (and
@@ -87,7 +117,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         if sc is not None:
             self.release = k8s.helm_release(
                 "csi-driver-nfs", versions.CSI_NFS_CHART, versions.CSI_NFS_REPO, p.versions.csi_driver_nfs,
-                NAMESPACE, values(p), pulumi.ResourceOptions(parent=self))
+                NAMESPACE, values(p), pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
             deps.append(k8s.apply(sc, pulumi.ResourceOptions(parent=self, depends_on=[self.release])))
         self.claims = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=deps, protect=True,
                                                            retain_on_delete=True))

@@ -13,27 +13,40 @@ NAMESPACE = "gpu-operator"
 COMPONENT = "gpu-operator"
 
 
-def values(platform: PlatformConfig) -> dict:
-    """Helm values for nvidia/gpu-operator.
+# The chart's default for a list we extend (Helm replaces a list value wholesale, so ours must repeat it):
+# gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml `node-feature-discovery.worker.tolerations`.
+_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
+                  "effect": "NoSchedule"}
 
-    GPUDirect RDMA: DMA-BUF (default) needs no rdma flag at all; `driver.rdma.enabled` is only the legacy
-    nvidia-peermem path, and `driver.rdma.useHostMofed` tells the driver that MOFED lives on the host.
-    Exactly one node-feature-discovery runs in a cluster: this chart's, while the GPU Operator is installed.
+
+def values(platform: PlatformConfig) -> dict:
+    """Helm values for nvidia/gpu-operator; only what differs from the chart's defaults, each for a reason.
+
+    - GPUDirect RDMA: DMA-BUF (default) needs no rdma value at all. `driver.rdma.enabled` is the legacy
+      nvidia-peermem path, and `driver.rdma.useHostMofed` is read only on that path (gpu-operator@v26.7.0
+      `IsHostMOFED()` is gated on rdma enabled), so it is set only with peermem.
+    - A custom GPU taint (`gpu.taintKey`) must reach every operand DaemonSet and NFD's worker, or the driver,
+      device plugin and NFD never run on the GPU nodes.
+    - Exactly one node-feature-discovery runs in a cluster: this chart's. Its default PCI whitelist (classes
+      02/0200/0207, vendor field) already labels Mellanox NICs `feature.node.kubernetes.io/pci-15b3.present`.
     """
     gpu = platform.gpu
-    driver: dict = {"enabled": not gpu.driver_preinstalled}
-    rdma: dict = {}
+    # Pinned (the chart's default is true): fastpath's gpu.driverPreinstalled decides, in both directions.
+    v: dict = {"driver": {"enabled": not gpu.driver_preinstalled}}
     if gpu.gpu_direct == "peermem":
-        rdma["enabled"] = True
-    if gpu.host_mofed and gpu.gpu_direct != "none":
-        rdma["useHostMofed"] = True
-    if rdma:
-        driver["rdma"] = rdma
-    return {
-        "driver": driver,
-        "nfd": {"enabled": True},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": platform.monitoring}},
-    }
+        v["driver"]["rdma"] = {"enabled": True, **({"useHostMofed": True} if gpu.host_mofed else {})}
+    v["nfd"] = {"enabled": True}  # the chart's default, pinned: the network operator relies on this NFD
+    if gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
+        # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig).
+        v["daemonsets"] = {"tolerations": k8s.gpu_tolerations(gpu.taint_key)}
+        v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE,
+                                                                  *k8s.gpu_tolerations(gpu.taint_key)]}}
+    mon = platform.monitoring
+    # Pinned (the chart's default is true): fastpath's monitoring.enabled decides, in both directions.
+    v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}
+    if mon.enabled and mon.service_monitor_labels:
+        v["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(mon.service_monitor_labels)
+    return v
 
 
 @dataclass

@@ -14,17 +14,34 @@ from components.config import PlatformConfig
 NAMESPACE = "nvidia-network-operator"
 COMPONENT = "network-operator"
 POLICY_NAME = "nic-cluster-policy"  # the operator reconciles only a NicClusterPolicy of this name
+# pulumi-kubernetes await annotations (provider/pkg/metadata/annotations.go).
+WAIT_FOR = "pulumi.com/waitFor"
+TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 
 
 def values(platform: PlatformConfig) -> dict:
-    """Helm values for nvidia/network-operator. Since v24.10 the chart deploys only the operator and CRDs.
-    NFD runs here only when the GPU Operator (which brings its own) is not installed."""
-    v: dict = {
-        "nfd": {"enabled": not platform.components.gpu_operator},
-        "sriovNetworkOperator": {"enabled": platform.fabric.attachment == "sriov"},
-    }
+    """Helm values for nvidia/network-operator; since v24.10 the chart deploys only the operator and its CRDs.
+
+    One node-feature-discovery runs in a cluster. With the GPU Operator installed it is the GPU Operator's, so
+    this chart's NFD is off and so is its NodeFeatureRule: network-operator@v26.4.1:
+    deployment/network-operator/templates/nodefeaturerules.yaml renders the rule whenever
+    `nfd.deployNodeFeatureRules` is true (its default), while the NodeFeatureRule CRD ships only with the NFD
+    subchart this release then leaves out; the CRD would have to come from the gpu-operator release, which
+    installs in parallel, so the release would fail with "no matches for kind NodeFeatureRule" whenever it
+    won the race. The rule only adds `feature.node.kubernetes.io/pci-15b3.present`, which the GPU Operator's
+    NFD already sets (its PCI whitelist has classes 02/0200/0207 with the vendor field:
+    gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml), so turning it off loses nothing and needs no
+    ordering between the two releases. Without the GPU Operator this chart's NFD runs with its rule, CRDs
+    included.
+    """
+    gpu_nfd = platform.components.gpu_operator
+    v: dict = {"nfd": {"enabled": not gpu_nfd}}  # pinned both ways (the chart's default is true)
+    if gpu_nfd:
+        v["nfd"]["deployNodeFeatureRules"] = False
     if platform.fabric.attachment == "sriov":
-        # The bundled SR-IOV chart creates the SriovOperatorConfig `default`; without it nothing is configured.
+        v["sriovNetworkOperator"] = {"enabled": True}
+        # The parent chart's default, pinned: the SriovOperatorConfig `default` it creates is what makes the
+        # operator deploy its config daemon; without it no VF is ever configured.
         v["sriov-network-operator"] = {"sriovOperatorConfig": {"deploy": True}}
     return v
 
@@ -33,17 +50,48 @@ def _image(name: str, version: str = versions.NETWORK_OPERATOR_COMPONENT_TAG) ->
     return {"image": name, "repository": versions.MELLANOX_REPOSITORY, "version": version}
 
 
+# How long `pulumi up` waits for the NicClusterPolicy to report ready: the DOCA driver container compiles
+# and loads the driver on every NIC node at once on first install (tens of minutes); without it, only images.
+READY_TIMEOUT_DOCA = 3600
+READY_TIMEOUT = 900
+
+
+def ofed_env(platform: PlatformConfig) -> list[dict]:
+    """Environment of the DOCA driver container (network-operator@v26.4.1:docs/mofed-container-env-vars.md).
+    NFS over RDMA checkpoints need `ENABLE_NFSRDMA=true`: the driver is built with its NFS-RDMA modules and loads
+    `rpcrdma` after the reload (without it the build passes --without-mlnx-nfsrdma and the mount fails with
+    proto=rdma). `UNLOAD_STORAGE_MODULES=true` because a node that already mounted over RDMA has rpcrdma loaded,
+    and the driver container refuses to reload the stack over loaded storage modules without it
+    (Mellanox/doca-driver-build entrypoint `handleKernelModules`)."""
+    nfs = platform.checkpoints.nfs if platform.checkpoints and platform.components.checkpoint_storage else None
+    if nfs is None or not nfs.rdma:
+        return []
+    return [{"name": "ENABLE_NFSRDMA", "value": "true"}, {"name": "UNLOAD_STORAGE_MODULES", "value": "true"}]
+
+
 def nic_cluster_policy(platform: PlatformConfig) -> dict:
     """The NicClusterPolicy: DOCA driver unless the hosts carry MOFED, the device plugin the attachment needs
-    (one resource per rail), Multus with the CNI plugins (and IPoIB for InfiniBand `shared`), and NV-IPAM."""
+    (one resource per rail), Multus with the CNI plugins (and IPoIB for InfiniBand `shared`), and NV-IPAM.
+
+    `pulumi up` waits until the operator reports `status.state: ready` (pulumi-kubernetes' `pulumi.com/waitFor`
+    annotation, pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go `ReadyCondition`; the state values
+    are network-operator@v26.4.1:api/v1alpha1/nicclusterpolicy_types.go `StateReady = "ready"`): the IPPool
+    CRD only exists once the operator has reconciled `spec.nvIpam`, so the pools must not be sent before.
+    A custom GPU taint goes into `spec.tolerations`: the operator's DaemonSets tolerate only `nvidia.com/gpu`
+    by themselves, and the DOCA driver state skips nodes with any other untolerated taint.
+    """
     f = platform.fabric
     rails = fab.rails(f)
     spec: dict = {}
     if not platform.gpu.host_mofed:
         spec["ofedDriver"] = {
             **_image("doca-driver", versions.DOCA_DRIVER_VERSION),
+            # maxParallelUpgrades 1 is the CRD's default, pinned: a driver upgrade restarts the RDMA stack, so
+            # one node at a time.
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1},
         }
+        if env := ofed_env(platform):
+            spec["ofedDriver"]["env"] = env
     if f.attachment == "shared":
         config = {"configList": [
             {"resourceName": r.resource_name, "rdmaHcaMax": 63, "selectors": {"ifNames": [r.host_interface]}}
@@ -62,28 +110,38 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     if f.attachment == "shared" and f.kind == "infiniband":
         secondary["ipoib"] = _image("ipoib-cni")
     spec["secondaryNetwork"] = secondary
+    # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath does
+    # not install.
     spec["nvIpam"] = {**_image("nvidia-k8s-ipam"), "enableWebhook": False}
+    if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
+        spec["tolerations"] = [k8s.toleration(platform.gpu.taint_key)]
+    timeout = READY_TIMEOUT_DOCA if "ofedDriver" in spec else READY_TIMEOUT
     return {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
-        "metadata": k8s.meta(POLICY_NAME, platform.cluster, COMPONENT),
+        "metadata": k8s.meta(POLICY_NAME, platform.cluster, COMPONENT, annotations={
+            WAIT_FOR: "jsonpath={.status.state}=ready", TIMEOUT_SECONDS: str(timeout)}),
         "spec": spec,
     }
 
 
 def ip_pools(platform: PlatformConfig) -> list[dict]:
-    """One NV-IPAM IPPool per rail, in the operator's namespace (the only one nv-ipam watches), splitting the
-    rail subnet evenly across the GPU nodes."""
+    """One NV-IPAM IPPool per rail, in the operator's namespace (the only one nv-ipam watches), for the GPU
+    nodes only. Each node gets a block of `platform.ip_block_size` addresses (what it can attach at once, times
+    2); the rest of the subnet stays free for nodes that join or replace others. nv-ipam gives every matching
+    Node a block and frees it only when the Node object is deleted or stops matching
+    (Mellanox/nvidia-k8s-ipam@network-operator-v26.4.1:pkg/ipam-controller/controllers/ippool/ippool.go
+    `Reconcile`), so splitting the subnet evenly across today's nodes would leave a new node without a block
+    and its pods in ContainerCreating. PlatformConfig refuses a subnet too small for nodes.count plus spares."""
     out = []
     for r, rc in zip(fab.rails(platform.fabric), platform.fabric.rails, strict=True):
-        block = (rc.subnet.num_addresses - 2) // platform.nodes.count
         out.append({
             "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
             "kind": "IPPool",
             "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=NAMESPACE),
             "spec": {
                 "subnet": str(rc.subnet),
-                "perNodeBlockSize": block,
+                "perNodeBlockSize": platform.ip_block_size,
                 "nodeSelector": gpu_node_selector_term(platform),
             },
         })
@@ -106,7 +164,8 @@ class NetworkOperator(pulumi.ComponentResource):
 
     Needs: Mellanox/NVIDIA NICs on the GPU nodes; fabric.kind infiniband or roce.
     Ordering: the NicClusterPolicy waits for the release (its CRD comes with the chart); the IPPools wait for
-    the NicClusterPolicy, because their CRD is installed by the operator when it reconciles `spec.nvIpam`.
+    the NicClusterPolicy to report ready, because their CRD is installed by the operator when it reconciles
+    `spec.nvIpam`. No ordering against the GPU Operator: see `values`.
 
     Example:
         NetworkOperator("net", NetworkOperatorArgs(platform=cfg.platform), opts=pulumi.ResourceOptions(parent=p))

@@ -76,15 +76,19 @@ class Platform(pulumi.ComponentResource):
             self.network_operator = NetworkOperator("network-operator", NetworkOperatorArgs(p), child)
             net = self.network_operator
             if p.fabric.attachment == "sriov":
-                SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release),
-                              pulumi.ResourceOptions(parent=self, depends_on=[net.policy, *self.namespaces]))
+                SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, namespaces=self.namespaces), child)
             else:
                 SecondaryNetworks("networks", SecondaryNetworksArgs(p, depends_on=[net.policy, *self.namespaces]),
                                   child)
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
         if p.components.training_operator:
-            TrainingOperator("training-operator", TrainingOperatorArgs(p), child)
+            # With the gang flag the operator exits while the PodGroup CRD (Volcano's release) is missing.
+            TrainingOperator("training-operator", TrainingOperatorArgs(
+                p, after=[self.volcano.release] if self.volcano else []), child)
         if p.components.checkpoint_storage:
-            CheckpointStorage("checkpoints", CheckpointStorageArgs(p, namespaces=self.namespaces), child)
+            nfs = p.checkpoints.nfs if p.checkpoints else None
+            # NFS over RDMA mounts only once the NIC stack (and rpcrdma) is up on the GPU nodes.
+            after = [self.network_operator.policy] if nfs and nfs.rdma and self.network_operator else []
+            CheckpointStorage("checkpoints", CheckpointStorageArgs(p, namespaces=self.namespaces, after=after), child)
         self.profile = profile(p)
         self.register_outputs({"profile": self.profile})

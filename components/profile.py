@@ -13,10 +13,23 @@ from components import fabric
 from components.config import PlatformConfig
 
 SCHEDULER_NAME = "volcano"
+# What Volcano v1.15.1, as components/volcano.py configures it, does with these tiers (PodGroup priorityClassName):
+# gangpreempt evicts whole gangs of strictly lower tiers in the preemptor's own queue, never part of a gang, and
+# only when the preemptor's entire gang then fits; across queues only gangreclaim acts, by weight share and
+# regardless of tier. preemptionPolicy Never binds kube-scheduler only (the gang actions do not read it).
+_QUEUES = ("Across queues tiers do not apply: a queue under its weight share reclaims whole gangs from queues "
+           "over theirs (reclaimable ones). A queue's GPU capability is a ceiling it never exceeds and reserves "
+           "nothing.")
 PRIORITY_CLASSES = (
-    ("training-critical", 100000, "Deadline runs; may preempt lower tiers."),
-    ("training-standard", 10000, "Default tier for training jobs."),
-    ("training-preemptible", 100, "Opportunistic runs; first to be preempted, never preempts others."),
+    ("training-critical", 100000,
+     "Deadline runs. If its gang does not fit, Volcano evicts whole gangs of lower tiers in the same queue "
+     "(never part of one, only when the whole gang then fits). " + _QUEUES),
+    ("training-standard", 10000,
+     "Default tier. If its gang does not fit, Volcano evicts whole training-preemptible gangs in the same queue; "
+     "training-critical gangs of the same queue may evict it. " + _QUEUES),
+    ("training-preemptible", 100,
+     "Opportunistic runs: the first whole gangs evicted for higher tiers of the same queue; evicts no tier. A job "
+     "that loses pods and cannot re-form within its rendezvous timeout fails and frees its nodes. " + _QUEUES),
 )
 DEFAULT_PRIORITY_CLASS = "training-standard"
 CHECKPOINT_CLAIM = "checkpoints"

@@ -25,7 +25,15 @@ CSI_NFS_VERSION = "4.13.4"  # no "v" since 4.11.0
 
 # Kubeflow Training Operator v1 has no chart: its standalone kustomize overlay at this git ref.
 TRAINING_OPERATOR_REF = "v1.9.4"
-TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/standalone"
+TRAINING_OPERATOR_REPO = "https://github.com/kubeflow/trainer"
+TRAINING_OPERATOR_OVERLAY_PATH = "manifests/overlays/standalone"
+# Images the operator injects into job pods; its defaults are `alpine:3.10` and `kubectl-delivery:latest`
+# (kubeflow/trainer@v1.9.4:pkg/config/config.go). kubectl-delivery is published by the same workflow run and with
+# the same `v1-<commit>` tag as the operator image the v1.9.4 overlay pins (v1-93c5489:
+# .github/workflows/publish-core-images.yaml builds both, template-publish-image tags `type=sha,prefix=v1-`);
+# there is no `v1.9.4` tag for it.
+PYTORCH_INIT_CONTAINER_IMAGE = "docker.io/library/alpine:3.21.3"
+MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"
 
 # Images the NicClusterPolicy deploys (network-operator v26.4.1 example CRs).
 MELLANOX_REPOSITORY = "nvcr.io/nvidia/mellanox"

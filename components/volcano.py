@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
+import yaml
 
 from components import k8s, profile, versions
 from components.config import PlatformConfig
@@ -16,8 +17,49 @@ PRIORITY_CLASSES = profile.PRIORITY_CLASSES  # training tiers: preemption order 
 DEFAULT_PRIORITY_CLASS = profile.DEFAULT_PRIORITY_CLASS
 
 
+# The Volcano scheduler configuration (volcano-sh/volcano@v1.15.1; read there, not guessed):
+# - No `enqueue` action: `allocate` then moves every Pending PodGroup to Inqueue itself
+#   (pkg/scheduler/actions/allocate/allocate.go `buildAllocateContext`), so the Training Operator creates the pods
+#   of a gang that does not fit yet (it waits for the PodGroup to leave Pending) and that gang can preempt or
+#   reclaim. With `enqueue`, the overcommit and proportion votes keep it Pending on a full cluster, and a Pending
+#   PodGroup never preempts (actions/gangpreempt/gangpreempt.go `Execute` skips `job.IsPending()`).
+# - `gangpreempt` and `gangreclaim` instead of `preempt` and `reclaim`: they evict whole jobs (victim "bundles",
+#   actions/utils/bundle.go `CreateJobBundles`) and commit only when the whole preemptor gang is pipelined; the
+#   legacy actions evict task by task per node and split several gangs in half. The two are not mixed.
+# - `allocate` first: while victims terminate, it pipelines the nominated gang onto releasing resources, so the
+#   gang actions do not pick more victims for it in the next session.
+# - binpack weighted on GPUs: packed nodes mean one evicted gang frees whole nodes, so the placement dry run
+#   succeeds with fewer victims (plugins/binpack/binpack.go `binpack.resources`).
+GANG_ACTIONS = ("gangpreempt", "gangreclaim")
+
+
+def scheduler_conf() -> dict:
+    """The volcano-scheduler.conf fastpath installs (chart value `custom.scheduler_config_override`, which
+    replaces the chart's file wholesale: volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/
+    scheduler.yaml)."""
+    return {
+        "actions": "allocate, backfill, gangreclaim, gangpreempt",
+        # allowWholeBundle true is the actions' default, pinned: with minMember = every pod, a healthy gang is
+        # one whole bundle, and false would never evict it at all.
+        "configurations": [{"name": a, "arguments": {"allowWholeBundle": True}} for a in GANG_ACTIONS],
+        "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
+            {"plugins": [
+                {"name": "drf", "enablePreemptable": False},
+                {"name": "predicates"},
+                {"name": "proportion"},
+                {"name": "nodeorder"},
+                {"name": "binpack", "arguments": {"binpack.weight": 10, "binpack.resources": "nvidia.com/gpu",
+                                                  "binpack.resources.nvidia.com/gpu": 10}},
+            ]},
+        ],
+    }
+
+
 def values(platform: PlatformConfig) -> dict:
-    return {"custom": {"scheduler_enable": True, "controller_enable": True, "admission_enable": True}}
+    """Helm values for volcano-sh/volcano: the scheduler configuration above, nothing else (the scheduler,
+    controllers and admission webhook are on by default)."""
+    return {"custom": {"scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False)}}
 
 
 def queues(platform: PlatformConfig) -> list[dict]:

@@ -52,9 +52,21 @@ BAD = [
     ("prod-ib", "checkpoints", DELETE, ["components.checkpointStorage", "checkpoints.nfs"]),
     ("prod-roce", "checkpoints.nfs", {"server": "x", "share": "/y"}, ["exactly one of checkpoints.nfs",
                                                                       "checkpoints.storageClass"]),
-    ("prod-ib", "trainingNamespaces", ["a", "b"], ["fabric.attachment 'sriov'", "trainingNamespaces"]),
     ("prod-roce", "fabric.rails[0].subnet", "192.168.100.0/29", ["fabric.rails[0].subnet", "nodes.count 16",
                                                                  "larger subnet"]),
+    # 32 nodes x (8 VFs x 2) addresses: 40 blocks of 16 (32 nodes + 8 spare) need a /22; a /23 holds 31.
+    ("prod-ib", "fabric.rails[1].subnet", "10.100.16.0/23", ["fabric.rails[1].subnet 10.100.16.0/23", "31 blocks of 16",
+                                                             "needs 40", "8 spare", "/22 or larger"]),
+    ("prod-ib", "fabric.rails[3].rootDevices", ["0000:40:00.0"], ["exactly one of fabric.rails[3].interface",
+                                                                  "fabric.rails[3].rootDevices"]),
+    ("prod-ib", "fabric.rails[3].rootDevices", ["40:00.0"], ["fabric.rails[3].rootDevices[0]", "pattern"]),
+    ("prod-roce", "fabric.rails[0].rootDevices", ["0000:40:00.0"], ["fabric.rails[0].rootDevices only applies",
+                                                                    "fabric.rails[0].interface"]),
+    ("prod-roce", "fabric.sriovMaxUnavailable", 2, ["fabric.sriovMaxUnavailable", "'sriov'"]),
+    ("prod-ib", "fabric.sriovMaxUnavailable", "150%", ["fabric.sriovMaxUnavailable"]),
+    ("dev", "monitoring", {"serviceMonitorLabels": {"release": "kps"}}, ["monitoring.serviceMonitorLabels",
+                                                                        "monitoring.enabled true"]),
+    ("dev", "checkpoints.nfs.rdma", True, ["checkpoints.nfs.rdma", "'tcp'", "false"]),
     ("dev", "components.networkOperator", True, ["components.networkOperator", "'tcp'"]),
     ("dev", "cluster", "Dev_Cluster", ["fastpath:platform.cluster", "pattern"]),
 ]
@@ -84,6 +96,40 @@ def test_committed_stacks_load_and_round_trip(stack):
     cfg = config.parse({"platform": stack_platform(stack)}, f"stacks/Pulumi.{stack}.yaml")
     # to_config() is what the profile exports: it must read back to the same model.
     assert config.PlatformConfig.model_validate(cfg.platform.to_config()) == cfg.platform
+
+
+def by_pci_address(platform: dict) -> dict:
+    """prod-ib with every rail's PF chosen by PCI address instead of name."""
+    for i, rail in enumerate(platform["fabric"]["rails"]):
+        del rail["interface"]
+        rail["rootDevices"] = [f"0000:{0x18 + i:02x}:00.0"]
+    return platform
+
+
+def test_sriov_rails_by_pci_address_in_several_namespaces_are_accepted():
+    platform = by_pci_address(stack_platform("prod-ib"))
+    platform["trainingNamespaces"] = ["training", "research"]
+    cfg = config.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml").platform
+    assert cfg.fabric.rails[2].root_devices == ["0000:1a:00.0"] and cfg.fabric.rails[2].interface is None
+    assert cfg.training_namespaces == ["training", "research"]
+
+
+def test_one_pf_address_serves_one_rail():
+    platform = by_pci_address(stack_platform("prod-ib"))
+    platform["fabric"]["rails"][5]["rootDevices"] = ["0000:18:00.0"]
+    with pytest.raises(config.ConfigError, match=r"fabric.rails\[0\].rootDevices and fabric.rails\[5\].rootDevices both "
+                                                 r"list 0000:18:00.0: each PF serves one rail"):
+        config.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml")
+
+
+@pytest.mark.parametrize(("value", "enabled", "labels"), [
+    (True, True, {}), (False, False, {}),
+    ({"enabled": True, "serviceMonitorLabels": {"release": "kps"}}, True, {"release": "kps"})])
+def test_monitoring_takes_an_object_or_the_old_bool(value, enabled, labels):
+    platform = stack_platform("dev")
+    platform["monitoring"] = value
+    mon = config.parse({"platform": platform}, "stacks/Pulumi.dev.yaml").platform.monitoring
+    assert (mon.enabled, mon.service_monitor_labels) == (enabled, labels)
 
 
 def test_decode_passes_json_and_plain_strings():

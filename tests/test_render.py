@@ -85,7 +85,7 @@ def test_secure_values_never_appear_in_output(tmp_path, monkeypatch):
 
 def test_numbers_come_out_as_integers(rendered):
     text = rendered("prod-ib").files["manifests.yaml"]
-    assert "perNodeBlockSize: 127" in text and "numVfs: 8\n" in text
+    assert "perNodeBlockSize: 16\n" in text and "numVfs: 8\n" in text
     assert ".0\n" not in text
 
 

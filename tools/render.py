@@ -410,11 +410,13 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
     lines.append("")
     lines.append("## Packages")
     lines.append("")
-    lines.append("| kind | name | source | version | namespace |")
-    lines.append("|---|---|---|---|---|")
+    lines.append("| kind | name | source | version | namespace | waits for |")
+    lines.append("|---|---|---|---|---|---|")
     for p in pkgs:
         src = f"{p['repo']} {p['chart']}" if p["kind"] == "helm" else p["source"]
-        lines.append(f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} |")
+        waits = ", ".join(f"`{w}`" for w in p.get("waitsFor", [])) or "-"
+        lines.append(f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} "
+                     f"| {waits} |")
     lines.append("")
     for s in sections:
         lines.append(s)
