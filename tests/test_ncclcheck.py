@@ -1,13 +1,18 @@
-"""ncclcheck tells the fast path from its failures, by exit code and reason, on realistic NCCL logs."""
+"""ncclcheck tells the fast path from its failures, by exit code and reason, on realistic NCCL logs, and says what a
+log cannot show instead of failing it."""
 
 import json
+import random
+import re
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tools import ncclcheck
 
 LOGS = Path(__file__).parent / "ncclcheck"
 
@@ -45,13 +50,193 @@ def test_verdicts(log, args, code, transport, gdr, fell_back, reason):
         assert any(reason in r for r in out["reasons"]), out["reasons"]
 
 
+# Real log shapes, one fixture each, written after the public issue cited at the top of the fixture.
+# (log, args, transport, gdr, verdict, the reasons in full (substrings, in order; [] when it passes))
+SHAPES = [
+    # HPC-X plugin, versioned name, RoCE told by the merged device list although the module line says NET/IB.
+    ("ibext_v8_roce_merged", ["--expect", "roce", "--ranks", "8", "--min-busbw", "37.5"], "roce", True, "pass", []),
+    ("ibext_v8_roce_merged", ["--expect", "ib"], "roce", True, "fail", ["transport is roce, expected ib"]),
+    # HPC-X plugin, unversioned name, IB with SHARP; lines prefixed with the pod name.
+    ("ibext_ib_sharp", ["--expect", "ib", "--ranks", "16"], "ib", True, "pass", []),
+    # aws-ofi-nccl up to 1.11: `AWS Libfabric` with a space, NCCL 2.4 Ring lines, mpirun --tag-output, no GDR on p3dn.
+    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16"], "efa", False, "fail",
+     ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
+    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16", "--allow-no-gdr", "--min-busbw", "8"],
+     "efa", False, "pass", []),
+    # `AWS Libfabric/1/GDRDMA/Shared` channels with collector timestamps before every line.
+    ("efa_aws_libfabric_shared_timestamps", ["--expect", "efa", "--ranks", "16"], "efa", True, "pass", []),
+    # aws-ofi-nccl today: `Libfabric`, kubectl logs --timestamps on every line, results table included.
+    ("efa_libfabric_kubectl_timestamps", ["--expect", "efa", "--ranks", "16", "--min-busbw", "300"], "efa", True,
+     "pass", []),
+    # NCCL_NET=OFI: the plugin names itself OFI; srun --label prefixes.
+    ("ofi_srun_label", ["--expect", "efa", "--ranks", "16", "--min-busbw", "40"], "efa", True, "pass", []),
+    # RoCE through NCCL's own NET/IB.
+    ("roce_net_ib", ["--expect", "roce", "--ranks", "2", "--min-busbw", "40"], "roce", True, "pass", []),
+    # NCCL 2.8: `Channel 05 : 9[2b000] -> ...` without /0, bus ids, P2P/direct pointer, direct shared memory.
+    ("old_channel_format", ["--expect", "ib", "--ranks", "16"], "ib", True, "pass", []),
+    # NCCL 2.4: `Ring 00 : 6 -> 2 [receive] via NET/IB/0`, GPUDirect disabled by distance; old results table.
+    ("ring_ib_no_gdr", ["--expect", "ib", "--ranks", "8"], "ib", False, "fail",
+     ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
+    ("ring_ib_no_gdr", ["--min-busbw", "6"], "ib", False, "pass", []),
+    # EFA device not in the pod: aws-ofi-nccl fails (NCCL's own `[%F %T]` WARN timestamp), NCCL falls back to TCP.
+    ("efa_no_device_socket", ["--expect", "efa"], "socket", False, "fail",
+     ["NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod",
+      "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource",
+      "no RDMA device in the pod"]),
+    # nccl-tests without NCCL_DEBUG: bandwidth yes, transport no; only the checks asked for decide.
+    ("nccltests_no_debug", ["--min-busbw", "300"], "unknown", False, "pass", []),
+    ("nccltests_no_debug", ["--min-busbw", "300", "--ranks", "16"], "unknown", False, "pass", []),
+    ("nccltests_no_debug", ["--min-busbw", "400"], "unknown", False, "fail",
+     ["peak bus bandwidth 361.4 GB/s is under the floor of 400 GB/s (90%)"]),
+    ("nccltests_no_debug", ["--ranks", "32"], "unknown", False, "fail",
+     ["nccl-tests ran on 16 ranks, not 32: check mpirun -np and the hostfile's slots"]),
+    ("nccltests_no_debug", ["--expect", "ib", "--min-busbw", "300"], "unknown", False, "incomplete",
+     ["transport: unknown (run with NCCL_DEBUG=INFO)"]),
+    ("nccltests_old_table", ["--min-busbw", "120"], "unknown", False, "pass", []),
+    # Cut off during init: what is missing is "not in this log", not a failure, unless asked for.
+    ("truncated_during_init", ["--expect", "ib"], "ib", True, "pass", []),
+    ("truncated_during_init", ["--expect", "ib", "--min-busbw", "300"], "ib", True, "incomplete",
+     ["bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the "
+      "log was cut); the floor of 300 GB/s cannot be checked"]),
+    ("truncated_during_init", ["--expect", "ib", "--ranks", "16"], "ib", True, "fail",
+     ["11 of 16 ranks reached Init COMPLETE: 5 missing"]),
+]
+
+
+@pytest.mark.parametrize(("log", "args", "transport", "gdr", "verdict", "reasons"), SHAPES,
+                         ids=[f"{s[0]}-{'-'.join(a.lstrip('-') for a in s[1][::2])}-{s[4]}" for s in SHAPES])
+def test_real_log_shapes(log, args, transport, gdr, verdict, reasons):
+    rc, out = check(log, *args)
+    assert (out["transport"], out["gdr"], out["verdict"]) == (transport, gdr, verdict), out["reasons"]
+    assert rc == (0 if verdict in ("pass", "warn") else 1)
+    assert len(out["reasons"]) == len(reasons), out["reasons"]
+    for got, want in zip(out["reasons"], reasons, strict=True):
+        assert want in got
+
+
+def test_every_shape_fixture_cites_the_public_issue_it_follows():
+    for log in {s[0] for s in SHAPES}:
+        head = (LOGS / f"{log}.log").read_text().splitlines()[0]
+        assert re.match(r"# Source: https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+ ", head), (log, head)
+
+
+@pytest.mark.parametrize(("log", "networks", "link_layers", "channels"), [
+    ("ibext_v8_roce_merged", ["IBext_v8"], ["RoCE"], {"NET/IBext_v8/GDRDMA": 8, "P2P/CUMEM": 8}),
+    ("ibext_ib_sharp", ["IBext"], ["IB"], {"NET/IBext/GDRDMA": 32, "P2P/IPC": 16}),
+    ("efa_aws_libfabric_ring_mpi", ["AWS Libfabric"], [], {"NET/AWS Libfabric": 4, "P2P/IPC": 14}),
+    ("efa_aws_libfabric_shared_timestamps", ["AWS Libfabric"], [],
+     {"NET/AWS Libfabric/GDRDMA": 64, "P2P/CUMEM": 16}),
+    ("ofi_srun_label", ["OFI"], [], {"NET/OFI/GDRDMA": 32, "P2P/CUMEM": 16}),
+    ("old_channel_format", ["IB"], ["IB"], {"NET/IB/GDRDMA": 32, "P2P/direct pointer": 12, "SHM": 4}),
+])
+def test_channels_and_network_names_as_the_log_spells_them(log, networks, link_layers, channels):
+    _, out = check(log)
+    assert (out["networks"], out["link_layers"], out["channels"]) == (networks, link_layers, channels)
+
+
 def test_json_contract_and_numbers():
     _, out = check("ib_gdr_linerate", "--expect", "ib")
     assert {"transport", "gdr", "fell_back_to_socket", "nranks", "nccl_version", "avg_busbw_gbps", "peak_busbw_gbps",
-            "verdict", "reasons"} <= set(out)
+            "verdict", "reasons", "not_in_log"} <= set(out)
     assert (out["nranks"], out["init_complete"], out["nccl_version"]) == (16, 16, "2.27.7")
     assert (out["peak_busbw_gbps"], out["peak_message_bytes"], out["avg_busbw_gbps"]) == (372.1, 8589934592, 216.5)
     assert out["channels"] == {"NET/IB/GDRDMA": 8, "P2P/CUMEM": 2}
+
+
+@pytest.mark.parametrize(("log", "peak", "size", "version"), [
+    ("efa_libfabric_kubectl_timestamps", 389.7, 8589934592, "2.23.4"),  # every table line timestamped
+    ("ofi_srun_label", 45.84, 4294967296, "2.22.3"),  # every line labelled `0: `
+    ("efa_aws_libfabric_ring_mpi", 9.03, 4294967296, "2.4.8"),  # `[1,0]<stdout>:`, table without a root column
+    ("nccltests_old_table", 132.4, 8589934592, None),  # `error` column with 2e-07
+    ("roce_net_ib", 45.62, 8589934592, "2.19.3"),  # bare `NCCL version` line from nccl-tests
+])
+def test_results_table_read_through_prefixes_and_old_layouts(log, peak, size, version):
+    _, out = check(log)
+    assert (out["peak_busbw_gbps"], out["peak_message_bytes"], out["nccl_version"]) == (peak, size, version)
+
+
+def test_nccl_tests_without_debug_says_what_it_cannot_show():
+    """The floor is judged on the table; the transport is unknown, and said so, without failing the run."""
+    rc, out = check("nccltests_no_debug", "--min-busbw", "300")
+    assert rc == 0 and out["reasons"] == []
+    assert out["not_in_log"] == ["transport: unknown (run with NCCL_DEBUG=INFO)"]
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "nccltests_no_debug.log"),
+                          "--min-busbw", "300"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.stdout.startswith("NCCL ?: transport unknown (run with NCCL_DEBUG=INFO), ranks initialised not in "
+                                 "this log, peak busbw 361.4 GB/s")
+
+
+def test_truncated_log_reports_absent_lines_as_not_in_this_log():
+    _, out = check("truncated_during_init", "--expect", "ib")
+    assert out["verdict"] == "pass"
+    assert out["not_in_log"] == [
+        "ranks: 11 of 16 ranks reached Init COMPLETE in this log; the others' lines are not in it (give --ranks N "
+        "to require them)",
+        "bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the "
+        "log was cut)"]
+    assert not any("fail" in n or "under the floor" in n for n in out["not_in_log"])
+
+
+CHANNEL = "host-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA"
+ROW = "      8589934592    2147483648     float     sum      -1  48093.8  178.60  334.89      0  48190.0  178.25  334.22  0"
+MARK = "fastpath-acceptance: begin 2 nodes"
+
+
+@pytest.mark.parametrize("prefix", [
+    "",
+    "[1,3]<stdout>:",  # mpirun --tag-output
+    "[1,12]<stderr>:",
+    "2024-05-01T12:00:00.123Z ",  # kubectl logs --timestamps (milliseconds)
+    "2025-02-11T09:14:03.512894117Z ",  # kubectl logs --timestamps (RFC 3339 nano)
+    "  | 2025-05-22T14:26:33.403-07:00 | ",  # CloudWatch table copied from a console
+    "[2025-10-16 22:16:08] ",  # NCCL_DEBUG_TIMESTAMP_FORMAT default
+    "[pod/nccl-acceptance-launcher-7xk2p/launcher] ",  # kubectl logs --prefix
+    "12: ",  # srun --label
+    "[pod/nccl-acceptance-launcher-7xk2p/launcher] 2024-05-01T12:00:00.123456789Z [1,0]<stdout>:",  # stacked
+])
+def test_prefixes_before_a_line_are_ignored(prefix):
+    assert ncclcheck.strip_prefix(prefix + MARK) == MARK
+    r = ncclcheck.parse_text(f"{prefix}{CHANNEL}\n{prefix}{ROW}\n")
+    assert (r.channels, r.peak_busbw_gbps, r.peak_message_bytes) == ({"NET/IB/GDRDMA": 1}, 334.89, 8589934592)
+
+
+@pytest.mark.parametrize(("lines", "transport", "detail"), [
+    # The HPC-X plugin's own module name before the device list: RoCE all the same.
+    (["h:1:2 [0] NCCL INFO NET/IBext_v8 : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+      "h:1:2 [0] NCCL INFO Using network IBext_v8"], "roce", ""),
+    (["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE ; OOB eth0:10.0.0.1<0>",
+      "h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA"], "ib", ""),  # mixed: not RoCE
+    (["h:1:2 [0] NCCL INFO Using network IBext_v11"], "ib", ""),  # NCCL 2.28+ with the v11 plugin, no channel lines
+    (["h:1:2 [0] NCCL INFO NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)",
+      "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/OFI/0/GDRDMA"], "libfabric/cxi", ""),
+    (["h:1:2 [0] NCCL INFO Using network GPUDirectTCPX",
+      "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0"], "unknown",
+     "unknown (NET/GPUDirectTCPX: a network module ncclcheck does not know)"),
+    (["h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC/read",
+      "h:1:2 [0] NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"], "local", ""),
+    (["h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"], "unknown",
+     "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"),
+])
+def test_transport_from_module_names_and_link_layers(lines, transport, detail):
+    r = ncclcheck.parse_text("\n".join(lines))
+    assert (r.transport, r.transport_note) == (transport, detail)
+
+
+def test_an_unknown_network_module_fails_an_expected_transport():
+    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0/GDRDMA")
+    ncclcheck.judge(r, "ib", None, None, False)
+    assert r.verdict == "fail"
+    assert r.reasons[0].startswith("NCCL used NET/GPUDirectTCPX, a network module ncclcheck does not know, where ib "
+                                   "was expected")
+
+
+def test_libfabric_on_another_provider_is_not_efa():
+    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO NET/OFI Selected Provider is tcp\n"
+                             "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0")
+    ncclcheck.judge(r, "efa", None, None, False)
+    assert (r.transport, r.verdict) == ("libfabric/tcp", "fail")
+    assert r.reasons == ["aws-ofi-nccl ran on libfabric's tcp provider, not efa: the pod sees no EFA device "
+                         "(vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"]
 
 
 def test_text_output_names_the_cause():
@@ -61,7 +246,120 @@ def test_text_output_names_the_cause():
     assert "transport socket" in res.stdout and "RDMA resource is missing from the pod" in res.stdout
 
 
-def test_unreadable_log_exits_2(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(tmp_path / "missing.log")], cwd=ROOT,
+def acceptance_log(path: Path, runs: list[tuple[int, str]], prefix: str = "") -> Path:
+    with path.open("w") as out:
+        for nodes, log in runs:
+            out.write(f"{prefix}fastpath-acceptance: begin {nodes} nodes\n")
+            out.writelines(f"{prefix}{line}\n" for line in (LOGS / f"{log}.log").read_text().splitlines())
+            if log != "truncated_during_init":  # a run cut off: no end marker
+                out.write(f"{prefix}fastpath-acceptance: end {nodes} nodes\n")
+    return path
+
+
+@pytest.mark.parametrize("prefix", ["", "2024-05-01T12:00:00.123456789Z ", "[pod/nccl-acceptance-launcher/launcher] "])
+def test_section_picks_one_run_while_streaming(tmp_path, prefix):
+    """kubectl logs --timestamps / --prefix put their prefix before the marker lines too."""
+    path = acceptance_log(tmp_path / "a.log", [(1, "nccltests_old_table"), (2, "below_floor"), (4, "ib_gdr_linerate")],
+                          prefix)
+    for nodes, peak in [(1, 132.4), (2, 215.82), (4, 372.1)]:
+        report, found = ncclcheck.parse(ncclcheck.read_lines(path), nodes)
+        assert found and report.peak_busbw_gbps == peak
+
+
+def test_section_run_again_is_judged_on_its_last_start_and_a_cut_run_on_what_is_there(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_text(f"{MARK}\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"  # relaunched
+                    + acceptance_log(tmp_path / "b.log", [(2, "truncated_during_init")]).read_text())
+    report, found = ncclcheck.parse(ncclcheck.read_lines(path), 2)
+    assert found and (report.transport, report.init_complete, report.peak_busbw_gbps) == ("ib", 11, None)
+
+
+def test_missing_section_is_incomplete_in_json_too(tmp_path):
+    path = acceptance_log(tmp_path / "a.log", [(1, "ib_gdr_linerate")])
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4", "--format", "json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["verdict"] == "incomplete"
+    assert out["reasons"][0].startswith("no 4-node run in this log")
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("empty.log", b""),
+    ("binary.log", bytes(range(256)) * 64),
+    ("latin1.log", "h\xf4te:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE \xe9\n".encode("latin-1")),
+    ("nul.log", b"\x00" * 5000 + b"\nNCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0\x00\n"),
+    ("long-line.log", b"NCCL INFO " + b"rank 1 nranks 2 " * 400_000 + b"\n# Avg bus bandwidth : 3.5\n"),
+    ("cr-only.log", b"h:1:2 [0] NCCL INFO Using network IB\r" * 1000),
+    ("huge-numbers.log", b"h NCCL INFO rank 1 nranks " + b"9" * 5000 + b" - Init COMPLETE\n" + b"9" * 5000
+     + b" 1 float sum -1 1 1 1 0 1 1 1 0\n"),
+])
+def test_no_traceback_on_hostile_input(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    for args in ([], ["--expect", "ib", "--ranks", "8", "--min-busbw", "10", "--section", "2"]):
+        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode in (0, 1) and res.stderr == "", res.stderr
+        assert "verdict: " in res.stdout
+
+
+@pytest.mark.parametrize("target", ["missing.log", "."])
+def test_unreadable_log_exits_2_naming_the_file(tmp_path, target):
+    path = tmp_path / target
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "roce.log"), str(path)], cwd=ROOT,
                          capture_output=True, text=True)
-    assert res.returncode == 2
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith(f"{path}: cannot read log: ")
+
+
+def test_fuzzed_logs_never_raise(tmp_path, capsys):
+    """1,000 deterministic cases in-process (hypothesis is not a dependency): random bytes, and real fixtures with
+    bytes spliced in, lines cut, dropped and repeated, under random options; each ends in a verdict, exit 0 or 1."""
+    rng = random.Random(11)
+    fixtures = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))]
+    options = [[], ["--expect", "ib"], ["--expect", "efa", "--allow-no-gdr"], ["--expect", "local"],
+               ["--min-busbw", "100", "--warn-busbw", "300"], ["--ranks", "16"], ["--section", "2"],
+               ["--format", "json", "--expect", "roce", "--ranks", "8"]]
+    path = tmp_path / "fuzz.log"
+    for case in range(1000):
+        if case % 4 == 0:
+            data = rng.randbytes(rng.randrange(0, 4096))
+        else:
+            lines = rng.choice(fixtures).splitlines(keepends=True)
+            for _ in range(rng.randrange(1, 12)):
+                i = rng.randrange(len(lines))
+                match rng.randrange(4):
+                    case 0:
+                        cut = rng.randrange(len(lines[i]) + 1)
+                        lines[i] = lines[i][:cut] + rng.randbytes(rng.randrange(1, 40)) + lines[i][cut:]
+                    case 1:
+                        lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+                    case 2:
+                        del lines[i:i + rng.randrange(1, 50)]
+                    case _:
+                        lines[i:i] = lines[i:i + rng.randrange(1, 20)] * rng.randrange(1, 4)
+                if not lines:
+                    lines = [b""]
+            data = b"".join(lines)
+        path.write_bytes(data)
+        rc = ncclcheck.main([str(path), *rng.choice(options)])
+        assert rc in (0, 1), (case, capsys.readouterr().err)
+    capsys.readouterr()
+
+
+def test_streaming_reader_memory_stays_bounded(tmp_path):
+    """A log of many runs and a 3 MB line without a newline is read holding lines, not the log."""
+    path = tmp_path / "big.log"
+    block = (LOGS / "ib_gdr_linerate.log").read_text()
+    with path.open("w") as out:
+        for _ in range(150):
+            out.write(block)
+        out.write("x" * 3_000_000 + "\n")
+        out.write(block)
+    assert path.stat().st_size > 4_000_000
+    tracemalloc.start()
+    report, _ = ncclcheck.parse(ncclcheck.read_lines(path))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert report.peak_busbw_gbps == 372.1 and report.channels == {"NET/IB/GDRDMA": 1208, "P2P/CUMEM": 302}
+    assert peak < 1_000_000, peak
