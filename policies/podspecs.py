@@ -1,13 +1,20 @@
 """One pod-template extractor for every workload kind the rules look at.
 
 pod_templates(obj) returns each pod template an object will create, with its replica count and role, so a rule
-written once for a pod spec applies to Pods, Deployments, Jobs, Kubeflow jobs, Trainer v2, Volcano Jobs and
-JobSets alike.
+written once for a pod spec applies to Pods, Deployments, Jobs, Kubeflow jobs, Trainer v2, Volcano Jobs, JobSets,
+Ray clusters and LeaderWorkerSets alike. An unknown kind is searched for pod specs (a mapping with a `containers`
+list), each judged as one pod.
+
+Every template comes back in the shapes the rules expect, whatever the input held: `containers`, `env`,
+`volumes`, `volumeMounts`, `tolerations` are lists of mappings, `resources`, `securityContext`, `metadata` are
+mappings, names are strings. What had to be dropped or guessed on the way (`Master: null`, an env entry without a
+name, `replicas: "$N"`, containers given as a mapping) is listed in `extract(obj).problems`, so a rule never
+meets a shape it cannot read and the linter can say what it did not judge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,92 +23,301 @@ class PodTemplate:
     replicas: int
     template: dict  # {"metadata": ..., "spec": PodSpec}
     path: str  # where it sits in the object, for messages
+    generic: bool = False  # found by searching an unknown kind, not where a known kind keeps it
+
+
+@dataclass
+class Extracted:
+    templates: list[PodTemplate] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what was not judged, and why
+    known: bool = True  # a kind whose pod templates the extractor knows where to find
 
 
 # Kubeflow jobs: kind -> the spec key holding {replica type: ReplicaSpec} (kubeflow/trainer@v1.9.4
 # pkg/apis/kubeflow.org/v1/*_types.go).
 REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs", "TFJob": "tfReplicaSpecs",
                  "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
+# Kinds that never hold a pod template: not searched.
+NO_PODS = {"Namespace", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PersistentVolume",
+           "StorageClass", "PriorityClass", "ServiceAccount", "Role", "ClusterRole", "RoleBinding",
+           "ClusterRoleBinding", "CustomResourceDefinition", "NetworkAttachmentDefinition", "Queue", "PodGroup",
+           "LimitRange", "ResourceQuota", "NetworkPolicy", "Ingress", "Endpoints", "EndpointSlice",
+           "PodDisruptionBudget", "HorizontalPodAutoscaler", "ValidatingWebhookConfiguration",
+           "MutatingWebhookConfiguration", "APIService", "Lease", "Event", "ResourceFlavor", "ClusterQueue",
+           "LocalQueue", "Workload"}
 
 
-def _n(value, default: int = 1) -> int:
-    try:
-        return int(value) if value is not None else default
-    except (TypeError, ValueError):
-        return default
+def _what(value) -> str:
+    if value is None:
+        return "null"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
 
 
-def _tpl(template: dict | None, role: str, replicas: int, path: str) -> list[PodTemplate]:
-    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+class _Reader:
+    """Reads one object, collecting what it had to skip."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def note(self, message: str) -> None:
+        if message not in self.problems:
+            self.problems.append(message)
+
+    def dict(self, value, path: str) -> dict:
+        if isinstance(value, dict):
+            return value
+        if value is not None:
+            self.note(f"{path} is {_what(value)}, not a mapping: not judged")
+        return {}
+
+    def list(self, value, path: str) -> list:
+        if isinstance(value, list):
+            return value
+        if value is not None:
+            self.note(f"{path} is {_what(value)}, not a list: not judged")
         return []
-    return [PodTemplate(role, replicas, template, path)]
+
+    def dicts(self, value, path: str) -> list[dict]:
+        out = []
+        for i, item in enumerate(self.list(value, path)):
+            if isinstance(item, dict):
+                out.append(item)
+            else:
+                self.note(f"{path}[{i}] is {_what(item)}, not a mapping: not judged")
+        return out
+
+    def count(self, value, path: str, default: int = 1) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            self.note(f"{path} is {_what(value)}, not a number: counted as {default}")
+            return default
+        try:
+            return int(value) if isinstance(value, int | float) else int(str(value).strip())
+        except (TypeError, ValueError, OverflowError):
+            self.note(f"{path} is {_what(value)}, not a number (a template variable?): counted as {default}; "
+                      "lint the rendered manifest")
+            return default
+
+    def strings(self, value, path: str) -> dict:
+        """A string-keyed mapping (labels, annotations, nodeSelector): other keys dropped, values kept."""
+        return {str(k): v for k, v in self.dict(value, path).items()}
+
+    def container(self, c: dict, path: str) -> dict:
+        out = dict(c)
+        for key in ("name", "image"):
+            if c.get(key) is not None and not isinstance(c[key], str):
+                out[key] = str(c[key])
+        env = []
+        for i, e in enumerate(self.dicts(c.get("env"), f"{path}.env")):
+            name = e.get("name")
+            if not isinstance(name, str) or not name:
+                self.note(f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
+                          "not judged (the API server refuses it)")
+                continue
+            env.append(e)
+        out["env"] = env
+        out["envFrom"] = self.dicts(c.get("envFrom"), f"{path}.envFrom")
+        for key in ("command", "args"):
+            words = c.get(key)
+            if isinstance(words, str):
+                self.note(f"{path}.{key} is a string, not a list of words: read as one word")
+                words = [words]
+            out[key] = [str(w) for w in self.list(words, f"{path}.{key}") if w is not None]
+        mounts = []
+        for m in self.dicts(c.get("volumeMounts"), f"{path}.volumeMounts"):
+            mounts.append({**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")})
+        out["volumeMounts"] = mounts
+        res = self.dict(c.get("resources"), f"{path}.resources")
+        out["resources"] = {**res, **{k: self.strings(res.get(k), f"{path}.resources.{k}")
+                                      for k in ("requests", "limits")}}
+        sc = dict(self.dict(c.get("securityContext"), f"{path}.securityContext"))
+        caps = dict(self.dict(sc.get("capabilities"), f"{path}.securityContext.capabilities"))
+        caps["add"] = [str(a) for a in self.list(caps.get("add"), f"{path}.securityContext.capabilities.add")]
+        sc["capabilities"] = caps
+        out["securityContext"] = sc
+        return out
+
+    def pod_spec(self, spec: dict, path: str) -> dict:
+        out = dict(spec)
+        for key in ("containers", "initContainers"):
+            out[key] = [self.container(c, f"{path}.{key}[{i}]")
+                        for i, c in enumerate(self.dicts(spec.get(key), f"{path}.{key}"))]
+        out["volumes"] = [{**v, "name": str(v.get("name") or "")}
+                          for v in self.dicts(spec.get("volumes"), f"{path}.volumes")]
+        out["tolerations"] = self.dicts(spec.get("tolerations"), f"{path}.tolerations")
+        out["nodeSelector"] = self.strings(spec.get("nodeSelector"), f"{path}.nodeSelector")
+        affinity = dict(self.dict(spec.get("affinity"), f"{path}.affinity"))
+        affinity["nodeAffinity"] = self.dict(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+        out["affinity"] = affinity
+        return out
+
+    def template(self, template, role: str, replicas: int, path: str, generic: bool = False) -> list[PodTemplate]:
+        if template is None:
+            return []
+        template = self.dict(template, path)
+        spec_path = path if path == "spec" else f"{path}.spec"  # a Pod's own spec sits at `spec`
+        spec = self.dict(template.get("spec"), spec_path)
+        if not spec:
+            return []
+        md_path = "metadata" if path == "spec" else f"{path}.metadata"
+        md = dict(self.dict(template.get("metadata"), md_path))
+        md["annotations"] = self.strings(md.get("annotations"), f"{md_path}.annotations")
+        md["labels"] = self.strings(md.get("labels"), f"{md_path}.labels")
+        spec = self.pod_spec(spec, spec_path)
+        return [PodTemplate(str(role), replicas, {**template, "metadata": md, "spec": spec}, path, generic)]
 
 
-def _replica_specs(spec: dict, key: str) -> list[PodTemplate]:
+def _replica_specs(r: _Reader, spec: dict, key: str) -> list[PodTemplate]:
     out = []
-    for role, rs in (spec.get(key) or {}).items():
-        out += _tpl(rs.get("template"), role, _n(rs.get("replicas")), f"spec.{key}.{role}.template")
+    for role, rs in r.dict(spec.get(key), f"spec.{key}").items():
+        path = f"spec.{key}.{role}"
+        rs = r.dict(rs, path) if rs is not None else r.note(f"{path} is null: no pods judged for it") or {}
+        out += r.template(rs.get("template"), role, r.count(rs.get("replicas"), f"{path}.replicas"),
+                          f"{path}.template")
     return out
 
 
-def _jobset_jobs(jobs: list, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
+def _jobset_jobs(r: _Reader, jobs, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
     out = []
-    for i, rj in enumerate(jobs or []):
-        job_spec = (rj.get("template") or {}).get("spec") or {}
-        per_job = _n(job_spec.get("parallelism"))
-        replicas = _n(rj.get("replicas")) * per_job
+    for i, rj in enumerate(r.dicts(jobs, base)):
+        job = r.dict(rj.get("template"), f"{base}[{i}].template")
+        job_spec = r.dict(job.get("spec"), f"{base}[{i}].template.spec")
+        per_job = r.count(job_spec.get("parallelism"), f"{base}[{i}].template.spec.parallelism")
+        replicas = r.count(rj.get("replicas"), f"{base}[{i}].replicas") * per_job
         # Trainer v2 runtimes: the `node` job runs mlPolicy.numNodes pods.
         if num_nodes is not None and rj.get("name") == "node":
             replicas = num_nodes
-        out += _tpl(job_spec.get("template"), rj.get("name", str(i)), replicas,
-                    f"{base}[{i}].template.spec.template")
+        out += r.template(job_spec.get("template"), rj.get("name", str(i)), replicas,
+                          f"{base}[{i}].template.spec.template")
     return out
 
 
-def _train_job(spec: dict) -> list[PodTemplate]:
+def _train_job(r: _Reader, spec: dict) -> list[PodTemplate]:
     """TrainJob carries no pod template: its trainer (image, command, env, resourcesPerNode) is what the node
     pods get on top of the runtime's template."""
-    trainer = spec.get("trainer") or {}
+    trainer = r.dict(spec.get("trainer"), "spec.trainer")
     if not trainer:
         return []
     container = {"name": "node", "image": trainer.get("image"), "command": trainer.get("command"),
                  "args": trainer.get("args"), "env": trainer.get("env"),
                  "resources": trainer.get("resourcesPerNode") or {}}
     container = {k: v for k, v in container.items() if v is not None}
-    return [PodTemplate("node", _n(trainer.get("numNodes")), {"metadata": {}, "spec": {"containers": [container]}},
-                        "spec.trainer")]
+    return r.template({"metadata": {}, "spec": {"containers": [container]}}, "node",
+                      r.count(trainer.get("numNodes"), "spec.trainer.numNodes"), "spec.trainer")
+
+
+def _ray_cluster(r: _Reader, spec: dict, base: str) -> list[PodTemplate]:
+    """KubeRay's RayCluster spec (also RayJob.spec.rayClusterSpec, RayService.spec.rayClusterConfig)."""
+    head = r.dict(spec.get("headGroupSpec"), f"{base}.headGroupSpec")
+    out = r.template(head.get("template"), "head", 1, f"{base}.headGroupSpec.template")
+    for i, g in enumerate(r.dicts(spec.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
+        path = f"{base}.workerGroupSpecs[{i}]"
+        n = r.count(g.get("replicas", g.get("minReplicas")), f"{path}.replicas")
+        out += r.template(g.get("template"), str(g.get("groupName") or f"worker{i}"), n, f"{path}.template")
+    return out
+
+
+def _leader_worker_set(r: _Reader, spec: dict) -> list[PodTemplate]:
+    """LeaderWorkerSet: `replicas` groups of `size` pods, one leader (leaderTemplate, else workerTemplate)."""
+    lwt = r.dict(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate")
+    groups = r.count(spec.get("replicas"), "spec.replicas")
+    size = r.count(lwt.get("size"), "spec.leaderWorkerTemplate.size")
+    if lwt.get("leaderTemplate") is None:
+        return r.template(lwt.get("workerTemplate"), "worker", groups * size,
+                          "spec.leaderWorkerTemplate.workerTemplate")
+    return (r.template(lwt.get("leaderTemplate"), "leader", groups, "spec.leaderWorkerTemplate.leaderTemplate")
+            + r.template(lwt.get("workerTemplate"), "worker", groups * max(size - 1, 0),
+                         "spec.leaderWorkerTemplate.workerTemplate"))
+
+
+def _search(r: _Reader, value, path: str, depth: int = 0) -> list[PodTemplate]:
+    """Pod specs anywhere in an unknown kind: a mapping whose `containers` is a list of mappings (a PodSpec), or
+    whose `spec` is one (a PodTemplateSpec). Each is judged as one pod."""
+    if depth > 12:
+        return []
+    if isinstance(value, dict):
+        cs = value.get("containers")
+        if isinstance(cs, list) and cs and all(isinstance(c, dict) for c in cs):
+            return r.template({"metadata": value.get("metadata") if path.endswith("template") else {},
+                               "spec": value}, path or "spec", 1, path, generic=True)
+        inner = value.get("spec")
+        if isinstance(inner, dict) and isinstance(inner.get("containers"), list):
+            return r.template(value, path, 1, path, generic=True)
+        return [t for k, v in value.items() if k not in ("metadata", "status")
+                for t in _search(r, v, f"{path}.{k}" if path else str(k), depth + 1)]
+    if isinstance(value, list):
+        return [t for i, v in enumerate(value) for t in _search(r, v, f"{path}[{i}]", depth + 1)]
+    return []
+
+
+def extract(obj: dict) -> Extracted:
+    r = _Reader()
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        return Extracted([], [f"kind is {_what(kind)}, not a string: not judged"], False)
+    if obj.get("spec") is not None and not isinstance(obj.get("spec"), dict):
+        r.note(f"spec is {_what(obj.get('spec'))}, not a mapping: not judged")
+        return Extracted([], r.problems)
+    spec = obj.get("spec") or {}
+    known = True
+    if kind == "Pod":
+        tpls = r.template({"metadata": obj.get("metadata") or {}, "spec": spec}, "pod", 1, "spec")
+        tpls = [PodTemplate(t.role, t.replicas, t.template, "spec") for t in tpls]
+    elif kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        tpls = r.template(spec.get("template"), "pod", r.count(spec.get("replicas"), "spec.replicas"),
+                          "spec.template")
+    elif kind == "DaemonSet":
+        tpls = r.template(spec.get("template"), "daemon", 1, "spec.template")
+    elif kind == "Job" and is_volcano_job(obj):  # batch.volcano.sh Job: same kind name as batch/v1 Job
+        tpls = [t for i, task in enumerate(r.dicts(spec.get("tasks"), "spec.tasks"))
+                for t in r.template(task.get("template"), task.get("name", str(i)),
+                                    r.count(task.get("replicas"), f"spec.tasks[{i}].replicas"),
+                                    f"spec.tasks[{i}].template")]
+    elif kind == "Job":
+        tpls = r.template(spec.get("template"), "pod", r.count(spec.get("parallelism"), "spec.parallelism"),
+                          "spec.template")
+    elif kind == "CronJob":
+        job = r.dict(r.dict(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
+        parallelism = r.count(job.get("parallelism"), "spec.jobTemplate.spec.parallelism")
+        tpls = r.template(job.get("template"), "pod", parallelism, "spec.jobTemplate.spec.template")
+    elif kind in REPLICA_SPECS:  # MPIJob: v1 (Training Operator) and v2beta1 (mpi-operator) share the layout
+        tpls = _replica_specs(r, spec, REPLICA_SPECS[kind])
+    elif kind == "TrainJob":
+        tpls = _train_job(r, spec)
+    elif kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+        num_nodes = r.dict(spec.get("mlPolicy"), "spec.mlPolicy").get("numNodes")
+        inner = r.dict(r.dict(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
+        tpls = _jobset_jobs(r, inner.get("replicatedJobs"), "spec.template.spec.replicatedJobs",
+                            r.count(num_nodes, "spec.mlPolicy.numNodes") if num_nodes is not None else None)
+    elif kind == "JobSet":
+        tpls = _jobset_jobs(r, spec.get("replicatedJobs"), "spec.replicatedJobs")
+    elif kind == "RayCluster":
+        tpls = _ray_cluster(r, spec, "spec")
+    elif kind == "RayJob":
+        tpls = (_ray_cluster(r, r.dict(spec.get("rayClusterSpec"), "spec.rayClusterSpec"), "spec.rayClusterSpec")
+                + r.template(spec.get("submitterPodTemplate"), "submitter", 1, "spec.submitterPodTemplate"))
+    elif kind == "RayService":
+        tpls = _ray_cluster(r, r.dict(spec.get("rayClusterConfig"), "spec.rayClusterConfig"),
+                            "spec.rayClusterConfig")
+    elif kind == "LeaderWorkerSet":
+        tpls = _leader_worker_set(r, spec)
+    elif kind in NO_PODS:
+        tpls = []
+    else:
+        known = False
+        tpls = _search(r, spec, "spec")
+    return Extracted(tpls, r.problems, known)
+
+
+def clean_container(c: dict) -> dict:
+    """One container in the shapes the rules expect (what pod_templates does to every container)."""
+    return _Reader().container(c, "container")
 
 
 def pod_templates(obj: dict) -> list[PodTemplate]:
-    kind, spec = obj.get("kind"), obj.get("spec") or {}
-    if not isinstance(spec, dict):
-        return []
-    if kind == "Pod":
-        return [PodTemplate("pod", 1, {"metadata": obj.get("metadata") or {}, "spec": spec}, "spec")]
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        return _tpl(spec.get("template"), "pod", _n(spec.get("replicas")), "spec.template")
-    if kind == "DaemonSet":
-        return _tpl(spec.get("template"), "daemon", 1, "spec.template")
-    if kind == "Job" and is_volcano_job(obj):  # batch.volcano.sh Job: same kind name as batch/v1 Job
-        return [t for i, task in enumerate(spec.get("tasks") or [])
-                for t in _tpl(task.get("template"), task.get("name", str(i)), _n(task.get("replicas")),
-                              f"spec.tasks[{i}].template")]
-    if kind == "Job":
-        return _tpl(spec.get("template"), "pod", _n(spec.get("parallelism")), "spec.template")
-    if kind == "CronJob":
-        job = (spec.get("jobTemplate") or {}).get("spec") or {}
-        return _tpl(job.get("template"), "pod", _n(job.get("parallelism")), "spec.jobTemplate.spec.template")
-    if kind in REPLICA_SPECS:  # MPIJob: v1 (Training Operator) and v2beta1 (mpi-operator) share the layout
-        return _replica_specs(spec, REPLICA_SPECS[kind])
-    if kind == "TrainJob":
-        return _train_job(spec)
-    if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        num_nodes = (spec.get("mlPolicy") or {}).get("numNodes")
-        jobs = ((spec.get("template") or {}).get("spec") or {}).get("replicatedJobs")
-        return _jobset_jobs(jobs, "spec.template.spec.replicatedJobs", _n(num_nodes) if num_nodes else None)
-    if kind == "JobSet":
-        return _jobset_jobs(spec.get("replicatedJobs"), "spec.replicatedJobs")
-    return []
+    return extract(obj).templates
 
 
 def is_volcano_job(obj: dict) -> bool:

@@ -8,6 +8,7 @@ CrossGuard pack (policies/__main__.py) and the offline linter (tools/lint.py) bo
 
 from __future__ import annotations
 
+import difflib
 import json
 import posixpath
 import re
@@ -19,10 +20,30 @@ from components import nccl
 from components.config import image_problem
 from components.fabric import NETWORKS_ANNOTATION
 from components.profile import normalize as _normalize
-from policies.podspecs import REPLICA_SPECS, PodTemplate, is_volcano_job, pod_templates, total_replicas
+from policies.podspecs import (
+    REPLICA_SPECS,
+    PodTemplate,
+    clean_container,
+    extract,
+    is_volcano_job,
+    pod_templates,
+    total_replicas,
+)
 
-MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
+MANDATORY, ADVISORY, DISABLED, REMEDIATE = "mandatory", "advisory", "disabled", "remediate"
+LEVELS = (ADVISORY, MANDATORY, REMEDIATE, DISABLED)  # CrossGuard's (pulumi apitype.EnforcementLevel)
 GPU = "nvidia.com/gpu"
+# Device-plugin resources that are GPUs (or accelerators run like them): NVIDIA whole GPUs, time-sliced shares
+# and MIG slices, AMD (ROCm k8s-device-plugin), Intel (intel-device-plugins-for-kubernetes), Habana Gaudi.
+GPU_RESOURCE = re.compile(r"^(nvidia\.com/(gpu(\.shared)?|mig-[\w.-]+)|amd\.com/gpu|gpu\.intel\.com/(i915|xe)"
+                          r"|habana\.ai/gaudi)$")
+# Values a template engine or shell fills in later: `$N`, `${N}`, `{{ .Values.gpus }}`, `<GPUS>`.
+PLACEHOLDER = re.compile(r"\$\{?\w+\}?|\{\{.*?\}\}|<\w+>|%\(\w+\)s")
+# Image tags that move: whatever is pushed next runs. A word of the tag (split on - . _) names a branch or a
+# channel, and no other word carries a version number or a commit (`nightly-2024-06-01`, `main-3f2a9c1` are
+# pinned enough); `latest` moves whatever surrounds it.
+MOVING_TAG_WORDS = {"latest", "nightly", "main", "master", "dev", "develop", "edge", "head", "canary", "unstable",
+                    "rolling", "stable", "current", "trunk"}
 RDMA_RESOURCE = re.compile(r"^(rdma/.+|vpc\.amazonaws\.com/efa|[^/]+/(sriov|hostdev|rdma|mlnx|ib)[^/]*)$")
 EFA = "vpc.amazonaws.com/efa"
 TOKEN_VALUE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|gh[ousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{16,}"
@@ -77,6 +98,9 @@ class Context:
     templates: list[PodTemplate]
     config: dict
     claims: dict[tuple[str, str], dict]  # (namespace, name) -> PersistentVolumeClaim among the checked objects
+    problems: list[str] = field(default_factory=list)  # what the extractor could not read (podspecs.extract)
+    known_kind: bool = True
+    exports: dict[str, str | None] | None = None  # launcher_exports, computed once per object
 
 
 @dataclass(frozen=True)
@@ -97,16 +121,44 @@ def containers(t: PodTemplate) -> list[dict]:
     return list(t.template["spec"].get("containers") or [])
 
 
+def _d(value) -> dict:
+    """`value` if it is a mapping, else {}: object-level fields of input nobody here wrote."""
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value) -> int | None:
+    """An integer field's value, or None when it is not one (`"$N"`, a template, a list)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value) if isinstance(value, int | float) else int(str(value).strip())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def resources(c: dict) -> dict:
     r = c.get("resources") or {}
     return {**(r.get("requests") or {}), **(r.get("limits") or {})}
 
 
+def gpu_requests(c: dict) -> dict[str, object]:
+    """The GPU resources a container requests: resource -> value as written."""
+    return {k: v for k, v in resources(c).items() if GPU_RESOURCE.match(k)}
+
+
+def unknown_gpus(c: dict) -> dict[str, object]:
+    """GPU resources whose count is not a number (`$GPUS`, `{{ .Values.gpus }}`): the rules cannot count them."""
+    return {k: v for k, v in gpu_requests(c).items() if _int(v) is None}
+
+
 def gpus(c: dict) -> int:
-    try:
-        return int(str(resources(c).get(GPU, 0)))
-    except ValueError:
-        return 0
+    """GPUs a container requests, counting every GPU resource whose count is a number."""
+    return sum(max(_int(v) or 0, 0) for v in gpu_requests(c).values())
+
+
+def has_gpus(c: dict) -> bool:
+    """Whether a container asks for GPUs: a positive count, or a count a template fills in later."""
+    return gpus(c) > 0 or bool(unknown_gpus(c))
 
 
 def rdma_resources(c: dict) -> list[str]:
@@ -133,13 +185,13 @@ def network_interfaces(t: PodTemplate) -> list[str]:
         names = [n.get("interface") if isinstance(n, dict) else None for n in nets]
     except (json.JSONDecodeError, TypeError):
         names = [None for _ in str(raw).split(",") if _.strip()]
-    return out + [n or f"net{i + 1}" for i, n in enumerate(names)]
+    return out + [str(n) if n else f"net{i + 1}" for i, n in enumerate(names)]
 
 
 def parse_mem_gib(q) -> float | None:
     if q is None:
         return None
-    m = re.match(r"^([0-9.]+)([KMGTPE]i?|)$", str(q))
+    m = re.match(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGTPE]i?|)$", str(q).strip())
     if not m:
         return None
     scale = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "K": 1e3, "M": 1e6,
@@ -148,14 +200,22 @@ def parse_mem_gib(q) -> float | None:
 
 
 def gpu_containers(ctx: Context) -> Iterator[tuple[PodTemplate, dict]]:
+    """Containers that ask for GPUs, counted or not (a templated count still means GPUs)."""
     for t in ctx.templates:
         for c in containers(t):
-            if gpus(c) > 0:
+            if has_gpus(c):
                 yield t, c
 
 
+def mounts_infiniband(t: PodTemplate) -> bool:
+    """The pod mounts the host's /dev/infiniband (hostNetwork RDMA without a device plugin)."""
+    return any(str(_d(v.get("hostPath")).get("path") or "").rstrip("/") == "/dev/infiniband"
+               for v in t.template["spec"].get("volumes") or [])
+
+
 def is_rdma_pod(t: PodTemplate) -> bool:
-    return bool(annotations(t).get(NETWORKS_ANNOTATION)) or any(rdma_resources(c) for c in containers(t))
+    return (bool(annotations(t).get(NETWORKS_ANNOTATION)) or any(rdma_resources(c) for c in containers(t))
+            or mounts_infiniband(t))
 
 
 def where(t: PodTemplate, c: dict) -> str:
@@ -183,27 +243,57 @@ def rank_env_of(c: dict) -> dict[str, str | None]:
             if e.get("name")}
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Launchers that hand their whole environment to every rank: horovodrun passes each of its variables with -x;
+# MPICH's and Intel MPI's Hydra propagate the launcher's environment by default (-genvall).
+WHOLE_ENV_LAUNCHERS = ("horovodrun",)
+WHOLE_ENV_MPI = ("Intel", "MPICH")
+
+
+def _script_env(words: list[str]) -> dict[str, str]:
+    """Variables a launcher script sets before mpirun: `export NAME=VALUE` and `NAME=VALUE cmd` words."""
+    out = {}
+    for w in words:
+        name, eq, value = w.partition("=")
+        if eq and ENV_NAME.match(name):
+            out[name] = value
+    return out
+
+
 def launcher_exports(ctx: Context) -> dict[str, str | None]:
     """What an MPIJob launcher exports to every rank: `mpirun -x NAME=VALUE`, `-x NAME` (the launcher's own
-    value, if its env sets one) and `-genv NAME VALUE` (MPICH, Intel MPI). Name -> literal value, or None when
-    the value is not a literal (valueFrom)."""
+    value: its env or what its script exports before mpirun), `-genv NAME VALUE`, `-genv NAME=VALUE`, `-env`
+    and `-genvlist A,B` (MPICH, Intel MPI). Under horovodrun, or with spec.mpiImplementation Intel or MPICH
+    (Hydra forwards the launcher's environment by default), the launcher's whole env counts. Name -> literal
+    value, or None when the value is not a literal (valueFrom)."""
     if ctx.obj.get("kind") != "MPIJob":
         return {}
+    whole = str(_d(ctx.obj.get("spec")).get("mpiImplementation") or "") in WHOLE_ENV_MPI
     out: dict[str, str | None] = {}
     for t in ctx.templates:
         if t.role != "Launcher":
             continue
         for c in containers(t):
-            words, own = argv(c), rank_env_of(c)
+            words = argv(c)
+            own = {**rank_env_of(c), **_script_env(words)}
+            if whole or any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words):
+                out.update(rank_env_of(c))
             for i, w in enumerate(words[:-1]):
+                nxt = words[i + 1]
                 if w in ("-x", "--x"):
-                    name, eq, value = words[i + 1].partition("=")
+                    name, eq, value = nxt.partition("=")
                     if eq:
                         out[name] = value
                     elif name in own:
                         out[name] = own[name]
-                elif w in ("-genv", "--genv") and i + 2 < len(words):
-                    out[words[i + 1]] = words[i + 2]
+                elif w in ("-genv", "--genv", "-env", "--env"):
+                    name, eq, value = nxt.partition("=")
+                    if eq:
+                        out[name] = value
+                    elif i + 2 < len(words):
+                        out[nxt] = words[i + 2]
+                elif w in ("-genvlist", "--genvlist", "-envlist", "--envlist"):
+                    out.update({n: own[n] for n in nxt.split(",") if n in own})
     return out
 
 
@@ -212,8 +302,13 @@ def rank_env(ctx: Context, t: PodTemplate, c: dict) -> dict[str, str | None]:
     the launcher exports with mpirun (the ranks are exec'd into the worker; `-x` overrides the pod's value)."""
     out = rank_env_of(c)
     if ctx.obj.get("kind") == "MPIJob" and t.role != "Launcher":
-        out.update(launcher_exports(ctx))
+        out.update(ctx.exports if ctx.exports is not None else launcher_exports(ctx))
     return out
+
+
+def rank_literals(ctx: Context, t: PodTemplate, c: dict) -> dict[str, str]:
+    """rank_env without the values the manifest does not hold (valueFrom)."""
+    return {k: v for k, v in rank_env(ctx, t, c).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -233,9 +328,9 @@ def kubeflow_replicas(ctx: Context) -> list[Replica]:
     obj = ctx.obj
     if not is_kubeflow_v1(obj):
         return []
-    specs = (obj.get("spec") or {}).get(REPLICA_SPECS[obj["kind"]]) or {}
+    specs = _d(_d(obj.get("spec")).get(REPLICA_SPECS[obj["kind"]]))
     default = KUBEFLOW_V1_RESTART[obj["kind"]]
-    return [Replica(t.role, t.replicas, str((specs.get(t.role) or {}).get("restartPolicy") or default), t)
+    return [Replica(t.role, t.replicas, str(_d(specs.get(t.role)).get("restartPolicy") or default), t)
             for t in ctx.templates]
 
 
@@ -243,10 +338,16 @@ def kubeflow_replicas(ctx: Context) -> list[Replica]:
 
 
 def _shm_volume(t: PodTemplate, c: dict) -> dict | None:
-    mounts = {m.get("name"): m for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"}
+    """The emptyDir mounted at /dev/shm, or the host's own /dev/shm by hostPath (memory-backed, the host's
+    size), or None."""
+    mounts = {m.get("name"): m for m in c.get("volumeMounts") or [] if m.get("mountPath").rstrip("/") == "/dev/shm"}
     for v in t.template["spec"].get("volumes") or []:
-        if v.get("name") in mounts and isinstance(v.get("emptyDir"), dict):
+        if v.get("name") not in mounts:
+            continue
+        if isinstance(v.get("emptyDir"), dict):
             return v
+        if str(_d(v.get("hostPath")).get("path") or "").rstrip("/") == "/dev/shm":
+            return {"name": v["name"], "emptyDir": {"medium": "Memory"}, "hostPath": True}
     return None
 
 
@@ -274,7 +375,7 @@ def shm_size(ctx: Context) -> Iterator[Finding]:
     per_gpu = float(ctx.config.get("minGiBPerGpu", 1))
     for t, c in gpu_containers(ctx):
         v = _shm_volume(t, c)
-        if v is None:
+        if v is None or "hostPath" in v or unknown_gpus(c):  # the host's /dev/shm; a count the rules cannot read
             continue
         size = parse_mem_gib(v["emptyDir"].get("sizeLimit"))
         need = per_gpu * gpus(c)
@@ -291,7 +392,7 @@ def shm_size(ctx: Context) -> Iterator[Finding]:
 def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
     for t, c in gpu_containers(ctx):
         v = _shm_volume(t, c)
-        size = parse_mem_gib(v["emptyDir"].get("sizeLimit")) if v else None
+        size = parse_mem_gib(v["emptyDir"].get("sizeLimit")) if v and "hostPath" not in v else None
         if size is None:
             continue
         limit = parse_mem_gib(((c.get("resources") or {}).get("limits") or {}).get("memory"))
@@ -335,7 +436,7 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
         if not is_rdma_pod(t):
             continue
         for c in containers(t):
-            if not (gpus(c) or rdma_resources(c)):
+            if not (has_gpus(c) or rdma_resources(c)):
                 continue
             e = rank_env(ctx, t, c)
             if "NCCL_NET" in e and (e["NCCL_NET"] is None or e["NCCL_NET"].strip()):
@@ -355,7 +456,7 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
 def nccl_int_values(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            for name, value in env(c).items():
+            for name, value in rank_literals(ctx, t, c).items():
                 if name.startswith("NCCL_") and (p := nccl.value_problem(name, value)):
                     yield Finding(f"{where(t, c)}: {p}")
 
@@ -366,10 +467,15 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
             rdma = [r for r in rdma_resources(c) if r != EFA]
             if not rdma:
                 continue
-            value = env(c).get("NCCL_IB_HCA")
+            e = rank_env(ctx, t, c)
+            if "NCCL_IB_HCA" in e and e["NCCL_IB_HCA"] is None:
+                continue  # valueFrom: set, by a value the manifest does not show
+            value = e.get("NCCL_IB_HCA")
             if not value:
-                yield Finding(f"{where(t, c)} requests {', '.join(rdma)} but does not set NCCL_IB_HCA: NCCL may pick "
-                              "storage or management HCAs; list the compute HCAs (with `=` for exact names)")
+                how = (" (on the worker, or exported by the launcher: mpirun -x NCCL_IB_HCA=...)"
+                       if ctx.obj.get("kind") == "MPIJob" else "")
+                yield Finding(f"{where(t, c)} requests {', '.join(rdma)} but does not set NCCL_IB_HCA{how}: NCCL may "
+                              "pick storage or management HCAs; list the compute HCAs (with `=` for exact names)")
             elif nccl.needs_exact(value):
                 yield Finding(f"{where(t, c)}: NCCL_IB_HCA={value} lists a name that prefixes another (mlx5_1 also "
                               f"matches mlx5_10): write ={value.lstrip('^=')} (or ^={value.lstrip('^=')})")
@@ -392,7 +498,7 @@ def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         ifaces = network_interfaces(t)
         for c in containers(t):
-            value = env(c).get("NCCL_SOCKET_IFNAME")
+            value = rank_literals(ctx, t, c).get("NCCL_SOCKET_IFNAME")
             if not value:
                 continue
             chosen = [i for i in _ifname_matches(value, ifaces) if i != "lo"]
@@ -404,7 +510,7 @@ def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
 def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            for name in env(c):
+            for name in rank_env(ctx, t, c):
                 if not name.startswith("NCCL_"):
                     continue
                 v = nccl.classify(name)
@@ -419,7 +525,7 @@ def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
 def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            if env(c).get("NCCL_DEBUG", "").upper() == "TRACE":
+            if rank_literals(ctx, t, c).get("NCCL_DEBUG", "").strip().upper() == "TRACE":
                 yield Finding(f"{where(t, c)}: NCCL_DEBUG=TRACE floods logs and slows collectives (and prints "
                               "nothing more unless NCCL was built with TRACE=1): use INFO with NCCL_DEBUG_SUBSYS, "
                               "or label the workload as debugging")
@@ -428,20 +534,25 @@ def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
 def _gang_covered(obj: dict, tpls: list[PodTemplate]) -> str | None:
     """Why the workload is gang-scheduled, or None."""
     total = total_replicas(tpls)
-    spec = obj.get("spec") or {}
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    spec = _d(obj.get("spec"))
+    labels = _d(_d(obj.get("metadata")).get("labels"))
     if "kueue.x-k8s.io/queue-name" in labels:
         return "kueue"
     if is_volcano_job(obj):
-        return "volcano" if int(spec.get("minAvailable") or 0) >= total else None
-    if obj.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        pgp = spec.get("podGroupPolicy") or {}
+        if spec.get("minAvailable") is not None and _int(spec.get("minAvailable")) is None:
+            return "unknown"  # judgeable reports the unreadable number
+        return "volcano" if (_int(spec.get("minAvailable")) or 0) >= total else None
+    if obj.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime", "TrainJob"):
+        pgp = _d(spec.get("podGroupPolicy"))
         return "podGroupPolicy" if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None else None
-    sched = ((spec.get("runPolicy") or {}).get("schedulingPolicy")) or {}
+    sched = _d(_d(spec.get("runPolicy")).get("schedulingPolicy"))
     if sched:
-        elastic = spec.get("elasticPolicy") or {}
-        need = int(elastic.get("minReplicas") or total) if elastic else total
-        return "schedulingPolicy" if int(sched.get("minAvailable") or 0) >= need else None
+        elastic = _d(spec.get("elasticPolicy"))
+        raw = [sched.get("minAvailable"), elastic.get("minReplicas")]
+        if any(v is not None and _int(v) is None for v in raw):
+            return "unknown"  # judgeable reports the unreadable number
+        need = (_int(elastic.get("minReplicas")) or total) if elastic else total
+        return "schedulingPolicy" if (_int(sched.get("minAvailable")) or 0) >= need else None
     group = any(annotations(t).get("scheduling.k8s.io/group-name") for t in tpls)
     volcano = all(t.template["spec"].get("schedulerName") == "volcano" for t in tpls)
     return "podgroup" if group and volcano else None
@@ -451,7 +562,7 @@ def gang_scheduling(ctx: Context) -> Iterator[Finding]:
     obj, tpls = ctx.obj, ctx.templates
     if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
         return
-    if not any(gpus(c) for t in tpls for c in containers(t)) and obj.get("kind") != "TrainJob":
+    if not any(has_gpus(c) for t in tpls for c in containers(t)) and obj.get("kind") != "TrainJob":
         return
     if _gang_covered(obj, tpls) is None:
         yield Finding(f"{total_replicas(tpls)} pods without gang scheduling: a partial allocation holds GPUs and "
@@ -481,8 +592,8 @@ def clean_pod_policy(ctx: Context) -> Iterator[Finding]:
     obj = ctx.obj
     if not is_kubeflow_v1(obj):
         return
-    spec = obj.get("spec") or {}
-    policy = (spec.get("runPolicy") or {}).get("cleanPodPolicy")
+    spec = _d(obj.get("spec"))
+    policy = _d(spec.get("runPolicy")).get("cleanPodPolicy")
     if policy is None and obj["kind"] == "MPIJob":
         policy = spec.get("cleanPodPolicy")  # the deprecated top-level field; the MPI controller syncs the two
     if policy not in (None, "None"):
@@ -509,13 +620,10 @@ def _external_rendezvous(obj: dict) -> bool:
     torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py `_create_tcp_store`), and that host is
     `<job>-worker-0` unless rdzvHost says otherwise (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/elastic.go):
     when that pod goes, every agent loses the store and exits."""
-    ep = (obj.get("spec") or {}).get("elasticPolicy") or {}
-    name = (obj.get("metadata") or {}).get("name") or ""
+    ep = _d(_d(obj.get("spec")).get("elasticPolicy"))
+    name = str(_d(obj.get("metadata")).get("name") or "")
     host = str(ep.get("rdzvHost") or "")
-    try:
-        restarts = int(ep.get("maxRestarts") or 0)
-    except (TypeError, ValueError):
-        restarts = 0
+    restarts = _int(ep.get("maxRestarts")) or 0
     job_pod = re.match(rf"^{re.escape(name)}-(master|worker)-\d+(\.|$)", host)  # the operator's pod names
     return restarts >= 1 and bool(host) and not job_pod
 
@@ -532,12 +640,8 @@ def restart_budget(ctx: Context) -> Iterator[Finding]:
     ReconcileJobs, exceedsBackoffLimit). Never replicas are not counted. An unset backoffLimit means no limit."""
     obj = ctx.obj
     reps = kubeflow_replicas(ctx)
-    limit = ((obj.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
-    if not reps or limit is None:
-        return
-    try:
-        limit = int(limit)
-    except (TypeError, ValueError):
+    limit = _int(_d(_d(obj.get("spec")).get("runPolicy")).get("backoffLimit"))
+    if not reps or limit is None:  # unset, or not a number (judgeable reports that)
         return
     kind = obj["kind"]
     in_place = [r for r in reps if r.restart in IN_PLACE
@@ -548,7 +652,7 @@ def restart_budget(ctx: Context) -> Iterator[Finding]:
     elif kind == "PyTorchJob" and _external_rendezvous(obj):
         count = min(count, 1)
         why = "the failed pod's container restarts in place while the other agents re-rendezvous"
-    elif kind == "PyTorchJob" and (obj.get("spec") or {}).get("elasticPolicy"):
+    elif kind == "PyTorchJob" and _d(obj.get("spec")).get("elasticPolicy"):
         why = ("the c10d rendezvous store lives in the agent on the rendezvous host, worker-0 unless rdzvHost points "
                "outside the job, and every agent exits when that pod goes, or at the first failure without "
                "maxRestarts")
@@ -653,18 +757,36 @@ def mpi_launcher_placement(ctx: Context) -> Iterator[Finding]:
                       "the launcher a nodeSelector for an untainted CPU pool")
 
 
+CHECKPOINT_FLAG = re.compile(r"^--(checkpoint|ckpt)[-_]?(dir|path)$")
+
+
+def _checkpoint_flag(words: list[str]) -> tuple[str, str] | None:
+    """(flag, path) of a `--checkpoint_dir PATH` / `--checkpoint-dir=PATH` (or ckpt) argument."""
+    for i, w in enumerate(words):
+        name, eq, value = w.partition("=")
+        if CHECKPOINT_FLAG.match(name):
+            value = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+            if value.startswith("/"):
+                return name, value
+    return None
+
+
 def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     if total_replicas(ctx.templates) < 2:
         return
-    namespace = (ctx.obj.get("metadata") or {}).get("namespace", "default")
+    namespace = str(_d(ctx.obj.get("metadata")).get("namespace") or "default")
     for t, c in gpu_containers(ctx):
         volumes = {v.get("name"): v for v in t.template["spec"].get("volumes") or []}
-        ckpt_dir = env(c).get("CHECKPOINT_DIR")
+        ckpt_dir, said = env(c).get("CHECKPOINT_DIR"), "CHECKPOINT_DIR"
+        if not ckpt_dir and (flag := _checkpoint_flag(argv(c))) is not None:
+            said, ckpt_dir = flag
+        if ckpt_dir and PLACEHOLDER.search(ckpt_dir):
+            ckpt_dir = None
         mounts = [m for m in c.get("volumeMounts") or []
                   if CHECKPOINT_PATH.search(m.get("mountPath", "")) or CHECKPOINT_PATH.search(m.get("name", ""))
-                  or (ckpt_dir and ckpt_dir.startswith(m.get("mountPath", "\0")))]
+                  or (ckpt_dir and m.get("mountPath") and ckpt_dir.startswith(m["mountPath"]))]
         if ckpt_dir and not mounts:
-            yield Finding(f"{where(t, c)}: CHECKPOINT_DIR={ckpt_dir} is on the container's own filesystem: lost "
+            yield Finding(f"{where(t, c)}: {said}={ckpt_dir} is on the container's own filesystem: lost "
                           "with the pod; mount a ReadWriteMany claim there")
         for m in mounts:
             v = volumes.get(m.get("name"), {})
@@ -672,42 +794,39 @@ def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
                 kind = "emptyDir" if "emptyDir" in v else "hostPath"
                 yield Finding(f"{where(t, c)} writes checkpoints to {kind} {m['mountPath']}: they vanish with the "
                               "pod or stay on one node; use a ReadWriteMany PersistentVolumeClaim")
-            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            claim = str(_d(v.get("persistentVolumeClaim")).get("claimName"))
             pvc = ctx.claims.get((namespace, claim))
-            if pvc is not None and "ReadWriteMany" not in ((pvc.get("spec") or {}).get("accessModes") or []):
+            if pvc is not None and "ReadWriteMany" not in (_d(pvc.get("spec")).get("accessModes") or []):
                 yield Finding(f"{where(t, c)} writes checkpoints to claim {claim!r}, which is not ReadWriteMany: "
                               "pods on other nodes cannot mount it")
 
 
 def _nproc(obj: dict) -> tuple[str, str | None, list[str]]:
     """(field name, declared processes per node, roles it applies to)."""
-    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    kind, spec = obj.get("kind"), _d(obj.get("spec"))
     if kind == "PyTorchJob":
         return "nprocPerNode", spec.get("nprocPerNode"), ["Master", "Worker"]
     if kind == "MPIJob":
         return "slotsPerWorker", spec.get("slotsPerWorker"), ["Worker"]
     if kind == "TrainJob":
-        return "trainer.numProcPerNode", (spec.get("trainer") or {}).get("numProcPerNode"), ["node"]
+        return "trainer.numProcPerNode", _d(spec.get("trainer")).get("numProcPerNode"), ["node"]
     if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        ml = spec.get("mlPolicy") or {}
-        value = (ml.get("torch") or {}).get("numProcPerNode") or (ml.get("mpi") or {}).get("numProcPerNode")
+        ml = _d(spec.get("mlPolicy"))
+        value = _d(ml.get("torch")).get("numProcPerNode") or _d(ml.get("mpi")).get("numProcPerNode")
         return "mlPolicy.numProcPerNode", value, ["node"]
     return "", None, []
 
 
 def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
     field_name, declared, roles = _nproc(ctx.obj)
-    if declared is None or str(declared) in ("auto", "gpu"):
-        return
-    try:
-        procs = int(str(declared))
-    except ValueError:
+    procs = _int(declared)
+    if procs is None:  # unset, auto/gpu/cpu, or a template (judgeable reports that)
         return
     for t in ctx.templates:
         if t.role not in roles:
             continue
         for c in containers(t):
-            if gpus(c) and gpus(c) != procs:
+            if gpus(c) and not unknown_gpus(c) and gpus(c) != procs:
                 yield Finding(f"{where(t, c)} has {gpus(c)} GPUs but {field_name} is {procs}: "
                               + ("GPUs sit idle" if procs < gpus(c) else "processes share GPUs")
                               + f"; set {field_name} to {gpus(c)}")
@@ -725,28 +844,65 @@ def rdma_ipc_lock(ctx: Context) -> Iterator[Finding]:
                           "RDMA cannot pin memory (ibv_reg_mr fails); add securityContext.capabilities.add: [IPC_LOCK]")
 
 
+def moving_tag(image: str) -> str | None:
+    """The tag of `image` if it moves (`latest`, `latest-gpu`, `nightly`, `main`, ...), else None."""
+    if "@" in image:
+        return None
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    tag = last.rsplit(":", 1)[1]
+    words = [w for w in re.split(r"[-._]", tag.lower()) if w]
+    if "latest" in words:
+        return tag
+    if any(w in MOVING_TAG_WORDS for w in words) and not any(re.search(r"\d", w) for w in words):
+        return tag
+    return None
+
+
+def templated_image(image: str) -> bool:
+    """Whether a template fills in what decides pinning: the tag (or digest), or the whole reference when no
+    literal tag follows (`${IMAGE_URI}`). `gcr.io/<project>/app:latest` has a literal tag and is judged."""
+    last = image.rsplit("/", 1)[-1]
+    tag = last.rsplit(":", 1)[1] if ":" in last and "@" not in image else None
+    if tag is not None and not PLACEHOLDER.search(tag):
+        return False
+    return bool(PLACEHOLDER.search(image)) and "@sha256:" not in image
+
+
 def image_pinned(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
-            image = c.get("image")
+            image = str(c.get("image") or "").strip()
             if not image:
                 yield Finding(f"{where(t, c)} has no image")
-            elif (p := image_problem(str(image))) is not None:
+            elif templated_image(image):
+                continue  # filled in later: judgeable says it could not be judged
+            elif (p := image_problem(image)) is not None:
                 yield Finding(f"{where(t, c)}: {p}")
+            elif (tag := moving_tag(image)) is not None:
+                yield Finding(f"{where(t, c)}: image {image!r} uses the moving tag `{tag}`: each pull may bring "
+                              "a different build (nodes of one job can run different code); pin a version tag or "
+                              "an @sha256 digest")
 
 
 def env_no_secrets(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
             for name, value in env(c).items():
-                if TOKEN_VALUE.match(value.strip()) or (SECRET_NAME.search(name) and len(value.strip()) >= 8):
+                if SECRET_NAME.search(name) and PLACEHOLDER.fullmatch(value.strip()):
+                    yield Finding(f"{where(t, c)}: env {name} is filled in from {value.strip()} when the manifest is "
+                                  "rendered, so the credential then sits in the object for anyone who can read it; "
+                                  "use valueFrom.secretKeyRef")
+                elif TOKEN_VALUE.match(value.strip()) or (SECRET_NAME.search(name) and len(value.strip()) >= 8):
                     yield Finding(f"{where(t, c)}: env {name} holds a literal credential: anyone who can read the "
                                   "manifest has it; use valueFrom.secretKeyRef")
 
 
 def _ipam_types(conf: dict) -> list[str]:
     out = []
-    for plugin in [conf, *(conf.get("plugins") or [])]:
+    plugins = conf.get("plugins") if isinstance(conf.get("plugins"), list) else []
+    for plugin in [conf, *plugins]:
         ipam = plugin.get("ipam") if isinstance(plugin, dict) else None
         if isinstance(ipam, dict) and ipam.get("type"):
             out.append(ipam["type"])
@@ -756,21 +912,98 @@ def _ipam_types(conf: dict) -> list[str]:
 def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
     if ctx.obj.get("kind") != "NetworkAttachmentDefinition":
         return
-    raw = (ctx.obj.get("spec") or {}).get("config") or "{}"
+    raw = _d(ctx.obj.get("spec")).get("config") or "{}"
     try:
-        conf = json.loads(raw)
-    except json.JSONDecodeError:
-        yield Finding("spec.config is not valid JSON: Multus cannot attach this network")
+        conf = json.loads(raw) if isinstance(raw, str) else None
+    except (json.JSONDecodeError, RecursionError):
+        conf = None
+    if not isinstance(conf, dict):
+        yield Finding("spec.config is not a JSON object in a string: Multus cannot attach this network")
         return
     if "host-local" in _ipam_types(conf):
         yield Finding("IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
                       "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)")
 
 
+# Integer fields the rules read, per kind: (path, rules that could not judge without it).
+INT_FIELDS = [
+    (("spec", "minAvailable"), "gang-scheduling"),
+    (("spec", "runPolicy", "schedulingPolicy", "minAvailable"), "gang-scheduling"),
+    (("spec", "elasticPolicy", "minReplicas"), "gang-scheduling"),
+    (("spec", "elasticPolicy", "maxRestarts"), "restart-budget"),
+    (("spec", "runPolicy", "backoffLimit"), "restart-budget"),
+    (("spec", "nprocPerNode"), "gpu-procs-match"),
+    (("spec", "slotsPerWorker"), "gpu-procs-match"),
+    (("spec", "trainer", "numProcPerNode"), "gpu-procs-match"),
+]
+
+
+def _at(obj, path: tuple[str, ...]):
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _gpu_paths(value, path: str, depth: int = 0) -> list[str]:
+    """Where GPUs are requested anywhere in an object (resources.limits/requests with a GPU resource)."""
+    if depth > 20:
+        return []
+    if isinstance(value, dict):
+        res = value.get("resources")
+        if isinstance(res, dict) and any(isinstance(res.get(k), dict) and any(GPU_RESOURCE.match(str(r))
+                                                                            for r in res[k])
+                                         for k in ("limits", "requests")):
+            return [path]
+        return [p for k, v in value.items() if k not in ("metadata", "status")
+                for p in _gpu_paths(v, f"{path}.{k}" if path else str(k), depth + 1)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _gpu_paths(v, f"{path}[{i}]", depth + 1)]
+    return []
+
+
+def judgeable(ctx: Context) -> Iterator[Finding]:
+    """What the rules could not judge, said rather than passed in silence: parts of the object in shapes
+    Kubernetes would not give them (podspecs.extract lists them), GPU counts and numbers the rules read that a
+    template fills in later, templated images, and GPU pods inside a kind the linter does not know."""
+    for problem in ctx.problems:
+        yield Finding(problem)
+    for t in ctx.templates:
+        for c in containers(t):
+            for res, value in unknown_gpus(c).items():
+                yield Finding(f"{where(t, c)}: {res} is {str(value)!r}, not a number (a template variable?): "
+                              "shm-size and gpu-procs-match could not count its GPUs (the other rules judged it as "
+                              "a GPU container); lint the rendered manifest")
+        for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
+            image = str(c.get("image") or "").strip()
+            if image and templated_image(image):
+                yield Finding(f"{where(t, c)}: image {image!r} is filled in later: image-pinned could not judge "
+                              "it; lint the rendered manifest")
+    for path, rule in INT_FIELDS:
+        value = _at(ctx.obj, path)
+        if value is not None and _int(value) is None and not (path[-1] in ("nprocPerNode", "numProcPerNode")
+                                                               and str(value) in ("auto", "gpu", "cpu")):
+            yield Finding(f"{'.'.join(path)} is {str(value)!r}, not a number (a template variable?): {rule} could "
+                          "not judge it; lint the rendered manifest")
+    if not ctx.known_kind:
+        gpu_paths = _gpu_paths(ctx.obj.get("spec"), "spec")
+        if gpu_paths:
+            kind = f"{ctx.obj.get('apiVersion') or '?'} {ctx.obj.get('kind')}"
+            judged = sorted({t.path for t in ctx.templates})
+            what = (f"its pod specs at {', '.join(judged)} were judged as single pods, but replica counts, gang "
+                    "scheduling and the job-level rules were not applied" if judged else
+                    "it holds no pod spec the rules can read, so nothing in it was judged")
+            yield Finding(f"{kind} is not a workload kind the linter knows, and it requests GPUs at "
+                          f"{', '.join(gpu_paths[:5])}{' ...' if len(gpu_paths) > 5 else ''}: {what}; lint the "
+                          "objects it creates (kubectl get pods -o yaml), or add the kind to policies/podspecs.py")
+
+
 RULES: list[Rule] = [
     Rule("shm-mounted", "GPU pods mount a memory-backed /dev/shm above 64 MiB",
          "Every container that requests GPUs mounts an emptyDir with medium Memory at /dev/shm whose sizeLimit, if "
-         "set, is above the container runtime's 64 MiB default.", MANDATORY, shm_mounted),
+         "set, is above the container runtime's 64 MiB default (the host's own /dev/shm by hostPath also counts).",
+         MANDATORY, shm_mounted),
     Rule("shm-size", "/dev/shm is sized for the GPUs",
          "The /dev/shm emptyDir has a sizeLimit of at least minGiBPerGpu per GPU of the container (64Mi or "
          "less is shm-mounted's).", ADVISORY,
@@ -779,8 +1012,9 @@ RULES: list[Rule] = [
          "The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to it).",
          MANDATORY, shm_fits_memory, mixed=True),
     Rule("nccl-ib-enabled", "RDMA pods keep NCCL's IB transport on",
-         "Pods that request RDMA resources or secondary networks do not set NCCL_IB_DISABLE to anything but 0, "
-         "nor NCCL_NET=Socket (in their env or exported by an MPI launcher).", MANDATORY, nccl_ib_enabled),
+         "Pods that request RDMA resources or secondary networks, or mount the host's /dev/infiniband, do not set "
+         "NCCL_IB_DISABLE to anything but 0, nor NCCL_NET=Socket (in their env or exported by an MPI launcher).",
+         MANDATORY, nccl_ib_enabled),
     Rule("nccl-net-set", "RDMA pods name their NCCL network",
          "GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
          "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. For "
@@ -789,8 +1023,10 @@ RULES: list[Rule] = [
          "NCCL parses integer variables with strtoll: `true` or text silently becomes 0.", MANDATORY,
          nccl_int_values),
     Rule("nccl-ib-hca", "RDMA pods pin their HCAs exactly",
-         "Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another.",
-         MANDATORY, nccl_ib_hca),
+         "Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. For "
+         "MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the launcher's whole "
+         "env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom counts as set. The other "
+         "NCCL rules read the same environment.", MANDATORY, nccl_ib_hca),
     Rule("nccl-socket-ifname", "NCCL_SOCKET_IFNAME selects an interface the pod has",
          "Evaluated with NCCL's prefix, `^` and `=` semantics against eth0 and the Multus interfaces (net1..).",
          MANDATORY, nccl_socket_ifname),
@@ -800,8 +1036,9 @@ RULES: list[Rule] = [
     Rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging",
          "TRACE is for debugging sessions; exempt those with a label.", ADVISORY, nccl_debug_trace),
     Rule("gang-scheduling", "Multi-pod training jobs are gang-scheduled",
-         "Volcano (schedulerName/PodGroup or runPolicy.schedulingPolicy.minAvailable covering all replicas) or "
-         "Kueue, so a job gets all its pods or none.", MANDATORY, gang_scheduling),
+         "Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or a "
+         "podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.", MANDATORY,
+         gang_scheduling),
     Rule("clean-pod-policy", "Kubeflow jobs free their pods when they end",
          "Training Operator v1 jobs (kubeflow.org/v1 PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, JAXJob) set "
          "runPolicy.cleanPodPolicy to Running or All: the default None deletes no pod when the job succeeds or "
@@ -821,8 +1058,9 @@ RULES: list[Rule] = [
          "by nodeSelector or required node affinity: a Pending launcher holds the whole gang.", ADVISORY,
          mpi_launcher_placement),
     Rule("checkpoint-rwx", "Multi-node jobs checkpoint to shared storage",
-         "Checkpoint mounts (paths or volumes named checkpoint/ckpt, or CHECKPOINT_DIR) are ReadWriteMany claims, "
-         "not emptyDir or hostPath.", MANDATORY, checkpoint_rwx),
+         "Checkpoint mounts (paths or volumes named checkpoint/ckpt, CHECKPOINT_DIR, or a `--checkpoint_dir` / "
+         "`--ckpt-dir` argument) are ReadWriteMany claims, not emptyDir, hostPath or the container's own disk.",
+         MANDATORY, checkpoint_rwx),
     Rule("gpu-procs-match", "GPU limit equals processes per node",
          "nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per pod.",
          MANDATORY, gpu_procs_match),
@@ -830,13 +1068,21 @@ RULES: list[Rule] = [
          "Containers requesting RDMA resources add the IPC_LOCK capability (or run privileged). Remediable.",
          MANDATORY, rdma_ipc_lock),
     Rule("image-pinned", "Images are pinned",
-         "Every container image has a version tag or digest: never `latest`, never none.", MANDATORY, image_pinned),
+         "Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
+         "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a version "
+         "or commit, as in `nightly-2024-06-01`).", MANDATORY, image_pinned),
     Rule("env-no-secrets", "No credentials in env literals",
-         "Env values that look like tokens or keys (or secret-named variables with literal values) must come from "
-         "secretKeyRef.", MANDATORY, env_no_secrets),
+         "Env values that look like tokens or keys (or secret-named variables with literal values, including "
+         "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.", MANDATORY, env_no_secrets),
     Rule("nad-cluster-ipam", "Secondary networks use cluster-wide IPAM",
          "A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
          MANDATORY, nad_cluster_ipam),
+    Rule("judgeable", "What the rules could not judge is said",
+         "Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers as a "
+         "mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus }}`), "
+         "templated images, and GPU pods inside a kind the linter does not know (judged as single pods, when it "
+         "finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs are nvidia.com/gpu, "
+         "nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.", ADVISORY, judgeable),
 ]
 BY_ID = {r.id: r for r in RULES}
 
@@ -844,58 +1090,216 @@ BY_ID = {r.id: r for r in RULES}
 # ------------------------------------------------------------------------------------------- evaluation
 
 
-def rule_config(rule: Rule, config: dict | None) -> dict:
-    """The rule's defaults merged with the user's config (CrossGuard policy-config format:
-    {rule-id: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}})."""
-    merged = {name: default for name, (default, _) in rule.params.items()}
-    merged.update({"enforcementLevel": rule.level, "exemptNamespaces": [], "exemptLabels": {}})
-    merged.update((config or {}).get(rule.id) or {})
+class ConfigError(ValueError):
+    """A policy config CrossGuard would refuse, or one naming a rule or setting this pack does not have."""
+
+
+def policy_names() -> dict[str, Rule]:
+    """CrossGuard policy name -> rule: every rule, and `<id>-advisory` for the advisory findings of mixed ones."""
+    return {**BY_ID, **{f"{r.id}-advisory": r for r in RULES if r.mixed}}
+
+
+def _level(value, where: str) -> str:
+    if not isinstance(value, str) or value not in LEVELS:
+        raise ConfigError(f"{where}: {value!r} is not an enforcement level: use one of {', '.join(LEVELS)}")
+    return value
+
+
+def _nearest(name: str, known) -> str:
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.5)
+    return f": did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
+
+
+def parse_config(raw) -> dict[str, dict]:
+    """A CrossGuard policy-pack config (`pulumi preview --policy-pack-config`) checked and resolved the way the
+    engine does (pulumi/pulumi pkg/resource/analyzer/config.go parsePolicyPackConfig, applyConfig): each key is a
+    policy name or `all`; each value an enforcement level string (`"rule-id": "disabled"`) or an object with an
+    optional `enforcementLevel` and the policy's properties. `all`'s level applies to every policy first, then
+    each policy's own entry. Beyond the engine, a policy name or property this pack does not have is refused
+    with the nearest one (the engine would ignore a typo silently), and properties are type-checked.
+    Returns {policy name: {"enforcementLevel": ..., <property>: ...}} for every policy, ready for `evaluate`."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the policy config is {type(raw).__name__}, not a mapping of policy names to levels or "
+                          'objects (e.g. {"all": "advisory", "shm-size": {"minGiBPerGpu": 2}})')
+    names = policy_names()
+    entries: dict[str, tuple[str | None, dict]] = {}
+    for key, value in raw.items():
+        key = str(key)
+        if key != "all" and key not in names:
+            raise ConfigError(f"{key}: no policy of that name in this pack{_nearest(key, [*names, 'all'])}")
+        if isinstance(value, str):
+            entries[key] = (_level(value, key), {})
+        elif isinstance(value, dict):
+            props = {str(k): v for k, v in value.items() if k != "enforcementLevel"}
+            level = _level(value["enforcementLevel"], f"{key}.enforcementLevel") if "enforcementLevel" in value \
+                else None
+            if key != "all":
+                _check_props(key, names[key], props)
+            entries[key] = (level, props)
+        else:
+            raise ConfigError(f"{key}: {value!r} is not a valid value; must be an enforcement level string or an "
+                              "object")
+    all_level = entries.get("all", (None, {}))[0]
+    out = {}
+    for name, rule in names.items():
+        default = ADVISORY if name.endswith("-advisory") and name not in BY_ID else rule.level
+        level, props = entries.get(name, (None, {}))
+        out[name] = {**props, "enforcementLevel": level or all_level or default}
+    return out
+
+
+def _check_props(name: str, rule: Rule, props: dict) -> None:
+    schema = {k: type(d) for k, (d, _) in rule.params.items()}
+    for k, v in props.items():
+        if k == "exemptNamespaces":
+            if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                raise ConfigError(f"{name}.exemptNamespaces: {v!r} is not a list of namespace names")
+        elif k == "exemptLabels":
+            if not (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())):
+                raise ConfigError(f"{name}.exemptLabels: {v!r} is not a mapping of label keys to string values")
+        elif k not in schema:
+            known = [*schema, "enforcementLevel", "exemptNamespaces", "exemptLabels"]
+            raise ConfigError(f"{name}.{k}: {rule.id} has no such setting{_nearest(k, known)}")
+        elif not (isinstance(v, schema[k]) or (schema[k] is float and isinstance(v, int))
+                  or (schema[k] is int and isinstance(v, float) and v.is_integer())) or isinstance(v, bool) \
+                and schema[k] is not bool:
+            raise ConfigError(f"{name}.{k}: {v!r} is not a{'n' if schema[k] is int else ''} "
+                              f"{JSON_TYPE_NAMES.get(schema[k], schema[k].__name__)}")
+
+
+JSON_TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
+
+
+def _entry(config: dict | None, name: str) -> dict:
+    """One policy's entry of a config: resolved by parse_config, or written by hand (tests, the CrossGuard
+    validator) as {rule-id: {...}} or {rule-id: "level"}."""
+    value = (config or {}).get(name)
+    if isinstance(value, str):
+        return {"enforcementLevel": value}
+    return value if isinstance(value, dict) else {}
+
+
+def rule_config(rule: Rule, config: dict | None, name: str | None = None) -> dict:
+    """The rule's defaults merged with the user's config for policy `name` (the rule's id, or `<id>-advisory`
+    for the advisory findings of a mixed rule)."""
+    name = name or rule.id
+    merged = {k: default for k, (default, _) in rule.params.items()}
+    level = ADVISORY if name != rule.id else rule.level
+    all_level = _entry(config, "all").get("enforcementLevel")
+    merged.update({"enforcementLevel": all_level or level, "exemptNamespaces": [], "exemptLabels": {}})
+    if name != rule.id:  # the advisory policy shares the rule's settings unless it has its own
+        merged.update({k: v for k, v in _entry(config, rule.id).items() if k != "enforcementLevel"})
+    merged.update(_entry(config, name))
     return merged
 
 
 def exempt(obj: dict, cfg: dict) -> bool:
-    md = obj.get("metadata") or {}
+    md = _d(obj.get("metadata"))
     if md.get("namespace") in (cfg.get("exemptNamespaces") or []):
         return True
-    labels = md.get("labels") or {}
-    return any(labels.get(k) == v for k, v in (cfg.get("exemptLabels") or {}).items())
+    labels = _d(md.get("labels"))
+    return any(labels.get(k) == v for k, v in _d(cfg.get("exemptLabels")).items())
 
 
 def claim_index(objects: list[dict]) -> dict[tuple[str, str], dict]:
-    return {((o.get("metadata") or {}).get("namespace", "default"), (o.get("metadata") or {}).get("name")): o
-            for o in objects if o.get("kind") == "PersistentVolumeClaim"}
+    out = {}
+    for o in objects:
+        if isinstance(o, dict) and o.get("kind") == "PersistentVolumeClaim":
+            md = _d(o.get("metadata"))
+            out[(str(md.get("namespace") or "default"), str(md.get("name")))] = o
+    return out
+
+
+def _level_of(finding: Finding, rule: Rule, cfg: dict, advisory_cfg: dict | None) -> str | None:
+    """The level a finding is reported at, or None when its policy is disabled or exempts the object."""
+    if finding.level == ADVISORY and advisory_cfg is not None:  # a mixed rule's advisory finding: its own policy
+        cfg = advisory_cfg
+    elif finding.level == ADVISORY:
+        return None if cfg["enforcementLevel"] == DISABLED else ADVISORY
+    level = cfg["enforcementLevel"]
+    if level == REMEDIATE and rule.id != "rdma-ipc-lock":
+        level = MANDATORY  # CrossGuard: remediate without a remediation acts as mandatory
+    return None if level == DISABLED else level
 
 
 def evaluate(obj, config: dict | None = None, claims: dict | None = None,
              rules: list[Rule] | None = None) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
-    modes of the claims a pod mounts."""
+    modes of the claims a pod mounts. `config` is CrossGuard's format, resolved by parse_config or written
+    directly as {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}."""
     obj = normalize(obj)
-    tpls = pod_templates(obj)
-    md = obj.get("metadata") or {}
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return []  # not a Kubernetes object (the loader reports such documents)
+    found = extract(obj)
+    md = _d(obj.get("metadata"))
     out = []
+    base = Context(obj, found.templates, {}, claims or {}, found.problems, found.known)
+    base.exports = launcher_exports(base)
     for rule in rules or RULES:
         cfg = rule_config(rule, config)
-        if cfg["enforcementLevel"] == DISABLED or exempt(obj, cfg):
+        adv = rule_config(rule, config, f"{rule.id}-advisory") if rule.mixed else None
+        if cfg["enforcementLevel"] == DISABLED and (adv is None or adv["enforcementLevel"] == DISABLED):
             continue
-        ctx = Context(obj, tpls, cfg, claims or {})
+        ctx = Context(obj, found.templates, cfg, claims or {}, found.problems, found.known, base.exports)
         for f in rule.check(ctx):
-            level = f.level if f.level == ADVISORY else cfg["enforcementLevel"]
-            out.append(Violation(rule.id, level, obj.get("kind", ""), md.get("namespace", ""), md.get("name", ""),
-                                 f.message))
+            level = _level_of(f, rule, cfg, adv)
+            if level is None or exempt(obj, adv if (adv is not None and f.level == ADVISORY) else cfg):
+                continue
+            out.append(Violation(rule.id, level, str(obj.get("kind", "")), str(md.get("namespace") or ""),
+                                 str(md.get("name") or ""), f.message))
     return out
+
+
+def _raw_template(obj: dict, path: str) -> dict | None:
+    """The pod template at `path` (a PodTemplate.path such as spec.replicatedJobs[0].template.spec.template) in
+    the object itself, not the extractor's cleaned copy."""
+    node = obj
+    for part in path.split("."):
+        m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
+        if m is None or not isinstance(node, dict):
+            return None
+        node = node.get(m.group(1))
+        for i in re.findall(r"\[(\d+)\]", m.group(2)):
+            if not isinstance(node, list) or int(i) >= len(node):
+                return None
+            node = node[int(i)]
+    if path == "spec":  # a Pod: the object's spec is the pod spec
+        return {"spec": node} if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
 
 
 def add_ipc_lock(obj: dict) -> dict | None:
     """Remediation for rdma-ipc-lock (safe and additive: it only adds a capability RDMA needs). Returns the fixed
-    object, or None when nothing needed fixing."""
+    object, or None when nothing needed fixing (or the containers are in shapes it cannot safely edit)."""
     obj = normalize(obj)
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return None
     changed = False
     for t in pod_templates(obj):
-        for c in containers(t):
-            sc = c.get("securityContext") or {}
-            caps = (sc.get("capabilities") or {}).get("add") or []
-            if rdma_resources(c) and not sc.get("privileged") and "IPC_LOCK" not in caps:
-                c.setdefault("securityContext", {}).setdefault("capabilities", {})["add"] = [*caps, "IPC_LOCK"]
+        raw = _raw_template(obj, t.path)
+        spec = raw.get("spec") if raw is not None else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+            continue  # TrainJob's trainer has no securityContext to set
+        for c in spec["containers"]:
+            if not isinstance(c, dict):
+                continue
+            if not rdma_resources(clean_container(c)):
+                continue
+            sc = c.get("securityContext")
+            if sc is None:
+                sc = c["securityContext"] = {}
+            if not isinstance(sc, dict) or sc.get("privileged"):
+                continue
+            caps = sc.get("capabilities")
+            if caps is None:
+                caps = sc["capabilities"] = {}
+            if not isinstance(caps, dict):
+                continue
+            add = caps.get("add") or []
+            if isinstance(add, list) and "IPC_LOCK" not in add:
+                caps["add"] = [*add, "IPC_LOCK"]
                 changed = True
     return obj if changed else None
+

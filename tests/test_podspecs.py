@@ -2,7 +2,7 @@
 
 import pytest
 
-from policies.podspecs import pod_templates
+from policies.podspecs import extract, pod_templates
 
 T = {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}
 RS = {"replicas": 3, "template": T}
@@ -46,6 +46,24 @@ CASES = [
     ("JobSet", {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"replicatedJobs": [
         {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "template": T}}}]}},
      [("workers", 8, "spec.replicatedJobs[0].template.spec.template")]),
+    ("RayCluster", {"kind": "RayCluster", "spec": {"headGroupSpec": {"template": T}, "workerGroupSpecs": [
+        {"groupName": "gpu", "replicas": 4, "template": T}, {"minReplicas": 2, "template": T}]}},
+     [("head", 1, "spec.headGroupSpec.template"), ("gpu", 4, "spec.workerGroupSpecs[0].template"),
+      ("worker1", 2, "spec.workerGroupSpecs[1].template")]),
+    ("RayJob", {"kind": "RayJob", "spec": {"rayClusterSpec": {"headGroupSpec": {"template": T}},
+                                           "submitterPodTemplate": T}},
+     [("head", 1, "spec.rayClusterSpec.headGroupSpec.template"), ("submitter", 1, "spec.submitterPodTemplate")]),
+    ("RayService", {"kind": "RayService", "spec": {"rayClusterConfig": {"workerGroupSpecs": [
+        {"groupName": "w", "replicas": 2, "template": T}]}}},
+     [("w", 2, "spec.rayClusterConfig.workerGroupSpecs[0].template")]),
+    ("LeaderWorkerSet", {"kind": "LeaderWorkerSet", "spec": {"replicas": 2, "leaderWorkerTemplate": {
+        "size": 4, "leaderTemplate": T, "workerTemplate": T}}},
+     [("leader", 2, "spec.leaderWorkerTemplate.leaderTemplate"),
+      ("worker", 6, "spec.leaderWorkerTemplate.workerTemplate")]),
+    ("LeaderWorkerSet-no-leader", {"kind": "LeaderWorkerSet", "spec": {"replicas": 2, "leaderWorkerTemplate": {
+        "size": 4, "workerTemplate": T}}}, [("worker", 8, "spec.leaderWorkerTemplate.workerTemplate")]),
+    ("unknown kind (searched)", {"kind": "Notebook", "spec": {"template": T, "extra": {"podSpec": T["spec"]}}},
+     [("spec.template", 1, "spec.template"), ("spec.extra.podSpec", 1, "spec.extra.podSpec")]),
     ("Service (no pods)", {"kind": "Service", "spec": {"ports": []}}, []),
 ]
 
@@ -55,3 +73,21 @@ def test_pod_templates(obj, expected):
     found = pod_templates(obj)
     assert [(t.role, t.replicas, t.path) for t in found] == expected
     assert all(t.template["spec"]["containers"] for t in found)
+
+
+@pytest.mark.parametrize(("obj", "problem"), [
+    ({"kind": "PyTorchJob", "spec": {"pytorchReplicaSpecs": {"Master": None, "Worker": RS}}},
+     "spec.pytorchReplicaSpecs.Master is null: no pods judged for it"),
+    ({"kind": "PyTorchJob", "spec": {"pytorchReplicaSpecs": {"Worker": {**RS, "replicas": "$N"}}}},
+     "spec.pytorchReplicaSpecs.Worker.replicas is str '$N', not a number (a template variable?): counted as 1"),
+    ({"kind": "Pod", "spec": {"containers": {"name": "c"}}}, "spec.containers is dict"),
+    ({"kind": "Pod", "spec": {"containers": [{"name": "c", "env": [{"value": "1"}]}]}},
+     "spec.containers[0].env[0] has no name"),
+    ({"kind": "JobSet", "spec": {"replicatedJobs": {"a": 1}}}, "spec.replicatedJobs is dict"),
+    ({"kind": "TrainJob", "spec": {"trainer": [1]}}, "spec.trainer is list [1], not a mapping"),
+    ({"kind": "Job", "spec": [1]}, "spec is list [1], not a mapping"),
+])
+def test_shapes_it_cannot_read_are_listed_not_raised(obj, problem):
+    found = extract(obj)
+    assert any(problem in p for p in found.problems), found.problems
+    assert all(isinstance(c, dict) for t in found.templates for c in t.template["spec"]["containers"])

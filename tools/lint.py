@@ -2,9 +2,27 @@
 
     python -m tools.lint PATH... [--config FILE] [--format text|json]
 
-PATH is a YAML file (multi-document) or a folder (every .yaml/.yml below it). --config is a YAML or JSON file
-in CrossGuard's policy-config format ({rule-id: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}),
-merged over the pack's defaults. Prints one line per violation; exits 1 when any mandatory rule fails.
+PATH is a YAML file (multi-document; `-` reads stdin) or a folder (every .yaml/.yml below it). `kind: List`s
+(nested ones too) are flattened; documents without a `kind` are not Kubernetes objects and are skipped.
+
+Output: one line per violation, `rule level kind/namespace/name: message` (or a JSON list with --format json) on
+stdout. What could not be read goes to stderr, one line each, `file: document N, line L: what to do`: bytes that
+are not UTF-8, YAML errors, Helm templates (`{{ ... }}`: render them first), alias bombs. The run goes on with
+the other documents and files. Things the rules could not judge inside a readable object (a `$GPUS` count, an
+unknown kind requesting GPUs, `Master: null`) are advisory findings of the `judgeable` rule.
+
+--config FILE is CrossGuard's policy-pack config (`pulumi preview --policy-pack-config`), JSON or YAML: a
+mapping of policy name (a rule id, `<id>-advisory` for a mixed rule's advisory findings, or `all`) to an
+enforcement level string (`"shm-size": "disabled"`) or an object (`{"enforcementLevel": "advisory",
+"minGiBPerGpu": 2, "exemptNamespaces": [...], "exemptLabels": {...}}`). `all` sets every policy's level; each
+policy's own entry wins over it. Levels: advisory, mandatory, remediate, disabled. Unknown policy names and
+settings are refused with the nearest known one.
+
+Exit status, first match wins:
+  2  usage or config error (nothing was linted)
+  1  a violation at level mandatory, or remediate (offline nothing remediates), in anything that was read
+  2  some file or document could not be read (or the linter failed on an object), and nothing was mandatory
+  0  everything was read; advisory findings only, or none
 """
 
 from __future__ import annotations
@@ -16,13 +34,50 @@ from pathlib import Path
 
 import yaml
 
-from policies.rules import MANDATORY, Violation, claim_index, evaluate
-from tools.manifests import load
+from policies.rules import MANDATORY, REMEDIATE, ConfigError, Violation, claim_index, evaluate, parse_config
+from tools.manifests import LOADER, Loaded, Unreadable, load, read
+
+__all__ = ["ConfigError", "Violation", "lint", "lint_loaded", "load", "load_config", "main", "read"]
+FAILING = (MANDATORY, REMEDIATE)
 
 
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:
+    """Every violation of `objects` under `config` (CrossGuard format; ConfigError if it is not valid)."""
+    resolved = parse_config(config)
     claims = claim_index(objects)
-    return [v for obj in objects for v in evaluate(obj, config, claims)]
+    return [v for obj in objects for v in evaluate(obj, resolved, claims)]
+
+
+def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violation], list[Unreadable]]:
+    """Violations of everything read, and what could not be read or judged. An object the linter fails on (a
+    bug: the rules are meant to read any shape) is reported as unjudged, and the run goes on."""
+    resolved = parse_config(config)
+    objects = [obj for _, _, obj in loaded.objects]
+    claims = claim_index(objects)
+    violations, problems = [], list(loaded.unreadable)
+    for file, number, obj in loaded.objects:
+        try:
+            violations += evaluate(obj, resolved, claims)
+        except Exception as err:  # the safety net: never a traceback, always the document that caused it
+            md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            problems.append(Unreadable(file, number, None, f"{obj.get('kind')}/{md.get('name')}: the linter failed "
+                                       f"on it ({type(err).__name__}: {str(err)[:200]}); not judged (a linter "
+                                       "bug: report it with this document)"))
+    return violations, problems
+
+
+def load_config(path: Path) -> dict:
+    """A policy config file, checked: ConfigError naming the file when it cannot be used."""
+    try:
+        raw = yaml.load(path.read_bytes().decode("utf-8-sig"), Loader=LOADER)  # JSON is YAML
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path}: not valid JSON or YAML: {str(err).splitlines()[0]}") from None
+    try:
+        return parse_config(raw)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
 
 
 def format_text(violations: list[Violation]) -> str:
@@ -30,27 +85,28 @@ def format_text(violations: list[Violation]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.lint", description=__doc__.split("\n\n")[0])
-    ap.add_argument("paths", nargs="+", type=Path)
-    ap.add_argument("--config", type=Path, help="policy config (YAML or JSON), CrossGuard format")
+    ap = argparse.ArgumentParser(prog="python -m tools.lint", description=__doc__.split("\n\n")[0],
+                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", type=Path, help="YAML files, folders, or - for stdin")
+    ap.add_argument("--config", type=Path, help="policy config (JSON or YAML), CrossGuard's format")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
-    missing = [str(p) for p in args.paths if not p.exists()]
-    if missing:
-        print(f"no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    config = yaml.safe_load(args.config.read_text()) if args.config else None
     try:
-        objects = [obj for _, obj in load(args.paths)]
-    except yaml.YAMLError as err:
-        print(f"not valid YAML: {err}", file=sys.stderr)
+        config = load_config(args.config) if args.config else None
+    except ConfigError as err:
+        print(f"config: {err}", file=sys.stderr)
         return 2
-    violations = lint(objects, config)
+    violations, problems = lint_loaded(read(args.paths), config)
     if args.format == "json":
         print(json.dumps([v.as_dict() for v in violations], indent=2))
     else:
         sys.stdout.write(format_text(violations))
-    return 1 if any(v.level == MANDATORY for v in violations) else 0
+    for p in problems:
+        print(p, file=sys.stderr)
+    if any(v.level in FAILING for v in violations):
+        return 1
+    return 2 if problems else 0
 
 
 if __name__ == "__main__":

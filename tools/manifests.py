@@ -1,25 +1,216 @@
-"""The one manifest loader: multi-document YAML files or folders of them, `kind: List` flattened."""
+"""The one manifest loader: multi-document YAML files or folders of them, `kind: List` flattened.
+
+`read(paths)` never raises: it returns the objects it could read and, for everything else, an `Unreadable` that
+names the file, the document (1-based, counted between `---` markers) and the line, and says what to do. Each
+document is parsed on its own, so one bad document (a YAML error, bytes that are not UTF-8, a Helm template, an
+alias bomb) costs only itself: the other documents and files are still read. `load(paths)` is the strict form
+for input we render ourselves: it raises `ManifestError` (a `yaml.YAMLError`) naming every unreadable document.
+
+Documents that are not mappings, or mappings without `kind` (Helm values, kustomize patches, CI files in the same
+folder), are not Kubernetes objects and are skipped without a word.
+"""
 
 from __future__ import annotations
 
+import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 # libyaml's loader where PyYAML has it: rendered stacks and CRDs are megabytes of YAML.
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# A document marker (`---`, `...`) at column 0 ends a document wherever it stands, even inside a quoted scalar
+# (YAML 1.2 section 9.1.4), so splitting on them finds the same documents the parser would.
+MARKER = re.compile(r"^(---|\.\.\.)(?=[ \t\r\n]|$)", re.M)
+TEMPLATE = re.compile(r"\{\{-?\s*[^}]*\}\}")
+MAX_VALUES = 1_000_000  # values a document may expand to through aliases (a Kubernetes object has thousands)
+MAX_DEPTH = 100  # nesting the rules and normalize() will walk (a pod template sits under 10 levels)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    file: Path
+    document: int | None  # 1-based; None when the whole file could not be read
+    line: int | None  # 1-based line in the file
+    message: str
+
+    def __str__(self) -> str:
+        where = [f"document {self.document}"] if self.document else []
+        where += [f"line {self.line}"] if self.line else []
+        return f"{self.file}: {', '.join(where) + ': ' if where else ''}{self.message}"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    objects: list[tuple[Path, int, dict]]  # (file, document, object)
+    unreadable: list[Unreadable]
+
+
+class ManifestError(yaml.YAMLError):
+    def __init__(self, problems: list[Unreadable]):
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() \
+            else [p]
+    return files
+
+
+def _decode(raw: bytes) -> tuple[str, int | None]:
+    """The text, and the offset (in the text) of the first byte that is not UTF-8 (replaced by U+FFFD)."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 with a byte-order mark: YAML allows it
+        try:
+            return raw.decode("utf-16"), None
+        except UnicodeDecodeError:
+            pass
+    try:
+        return raw.decode("utf-8-sig"), None
+    except UnicodeDecodeError as err:
+        good = raw[:err.start].decode("utf-8-sig")
+        return good + raw[err.start:].decode("utf-8", errors="replace"), len(good)
+
+
+def _chunks(text: str) -> list[tuple[int, int, str]]:
+    """(first line, offset, text) of each document between markers that holds more than blanks, comments and
+    directives."""
+    out, start, pos, line, counted = [], 0, 0, 0, 0
+    bounds = [(m.start(), m.group(1)) for m in MARKER.finditer(text)] + [(len(text), "")]
+    for at, marker in bounds:
+        body = text[pos:at]
+        if any(ln.strip() and not ln.lstrip().startswith(("#", "%")) for ln in body.splitlines()):
+            out.append((start, pos, body))
+        # `--- {inline}` keeps what follows the marker on its line; `...` ends the document and nothing follows.
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end < 0 else line_end
+        pos = at + 3 if marker == "---" else line_end
+        line += text.count("\n", counted, at)  # counted once, front to back: linear in the file
+        counted = at
+        start = line
+    return out
+
+
+def _shape_problem(doc) -> str | None:
+    """Why a parsed document cannot be walked safely: an alias cycle, an alias bomb, absurd nesting."""
+    memo: dict[int, int] = {}
+    stack: set[int] = set()
+
+    def size(x, depth: int) -> int:
+        if not isinstance(x, dict | list):
+            return 1
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels: not a Kubernetes object")
+        key = id(x)
+        if key in memo:
+            return memo[key]
+        if key in stack:
+            raise ValueError("a YAML alias refers to a node that contains it (a cycle): write the value out")
+        stack.add(key)
+        items = list(x.keys()) + list(x.values()) if isinstance(x, dict) else x
+        n = 1 + sum(size(v, depth + 1) for v in items)
+        stack.discard(key)
+        memo[key] = n
+        if n > MAX_VALUES:
+            raise ValueError(f"YAML aliases expand it to more than {MAX_VALUES:,} values: not a Kubernetes object")
+        return n
+
+    try:
+        size(doc, 0)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _objects(doc, file: Path, number: int, line: int, path: str = "", depth: int = 0):
+    """The Kubernetes objects in one document, `List`s flattened (nested ones too); problems as Unreadable."""
+    if not isinstance(doc, dict) or "kind" not in doc:
+        return
+    kind = doc["kind"]
+    if not isinstance(kind, str):
+        yield Unreadable(file, number, line, f"{path}kind is {kind!r}, not a string: not a Kubernetes object")
+        return
+    items = doc.get("items")
+    if (kind == "List" or kind.endswith("List")) and "spec" not in doc and (isinstance(items, list) or items is None):
+        if depth > 5:
+            yield Unreadable(file, number, line, f"{path}Lists nested more than 5 deep: flatten them")
+            return
+        for i, item in enumerate(items or []):
+            if not isinstance(item, dict):
+                yield Unreadable(file, number, line, f"{path}items[{i}] is {type(item).__name__}, not an object")
+                continue
+            yield from _objects(item, file, number, line, f"{path}items[{i}].", depth + 1)
+        return
+    yield doc
+
+
+def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int):
+    """The objects of one document, or why it cannot be read."""
+    lines = body.splitlines()
+    skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))),
+                0)
+    line = first_line + skip + 1  # the document's first line of content
+    if bad_at is not None and offset <= bad_at < offset + len(body):
+        at_line = first_line + body.count("\n", 0, bad_at - offset) + 1
+        yield Unreadable(file, number, at_line, "bytes that are not UTF-8: save the file as UTF-8")
+        return
+    try:
+        doc = yaml.load(body, Loader=LOADER)
+    except Exception as err:  # YAMLError, and ValueError from a timestamp such as 2024-13-01
+        mark = getattr(err, "problem_mark", None)
+        at_line = first_line + mark.line + 1 if mark is not None else line
+        template = TEMPLATE.search(body)
+        if template:
+            tpl_line = first_line + body.count("\n", 0, template.start()) + 1
+            yield Unreadable(file, number, tpl_line, f"a Helm/Go template ({template.group(0)[:40]}): render it "
+                             "first (helm template ... | python -m tools.lint -) and lint the output")
+            return
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        yield Unreadable(file, number, at_line, f"not valid YAML: {problem}")
+        return
+    if (why := _shape_problem(doc)) is not None:
+        yield Unreadable(file, number, line, why)
+        return
+    for obj in _objects(doc, file, number, line):
+        yield obj if isinstance(obj, Unreadable) else (file, number, obj)
+
+
+def read_text(file: Path, text: str, bad_at: int | None = None) -> Loaded:
+    objects, unreadable = [], []
+    for number, (first_line, offset, body) in enumerate(_chunks(text), 1):
+        for got in _parse(file, number, first_line, body, bad_at, offset):
+            (unreadable if isinstance(got, Unreadable) else objects).append(got)
+    return Loaded(objects, unreadable)
+
+
+def read(paths: list[Path]) -> Loaded:
+    """Every Kubernetes object in `paths` (files, `-` for stdin, or folders searched for .yaml/.yml), and every
+    document or file that could not be read."""
+    objects, unreadable = [], []
+    for f in _files(paths):
+        if not str(f) == "-" and not f.exists():
+            unreadable.append(Unreadable(f, None, None, "no such file or folder"))
+            continue
+        try:
+            raw = sys.stdin.buffer.read() if str(f) == "-" else f.read_bytes()
+        except OSError as err:
+            unreadable.append(Unreadable(f, None, None, f"cannot read: {err.strerror or err}"))
+            continue
+        text, bad_at = _decode(raw)
+        got = read_text(f, text, bad_at)
+        objects += got.objects
+        unreadable += got.unreadable
+    return Loaded(objects, unreadable)
 
 
 def load(paths: list[Path]) -> list[tuple[Path, dict]]:
-    """(file, object) for every Kubernetes object in `paths` (files, or folders searched for .yaml/.yml)."""
-    files: list[Path] = []
-    for p in paths:
-        files += sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml")) if p.is_dir() else [p]
-    out = []
-    for f in files:
-        for doc in yaml.load_all(f.read_text(), Loader=LOADER):
-            if isinstance(doc, dict) and doc.get("kind") == "List":
-                out += [(f, item) for item in doc.get("items") or [] if isinstance(item, dict)]
-            elif isinstance(doc, dict) and doc.get("kind"):
-                out.append((f, doc))
-    return out
+    """(file, object) for every Kubernetes object in `paths`; raises ManifestError if any document is
+    unreadable."""
+    got = read(paths)
+    if got.unreadable:
+        raise ManifestError(got.unreadable)
+    return [(f, obj) for f, _, obj in got.objects]

@@ -1,0 +1,391 @@
+"""tools.lint on input nobody here wrote: never a traceback, unreadable documents named, the CrossGuard config
+format in full, and the misses of real manifests (other GPU vendors, templated counts, mpirun exports, moving tags,
+unknown kinds)."""
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from policies import rules
+from policies.podspecs import extract
+from tools import lint
+from tools.manifests import read, read_text
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "policies"
+CORPUS = Path(__file__).parent / "lint_corpus"
+
+
+def _rules(obj: dict, config: dict | None = None) -> set[str]:
+    return {v.rule for v in lint.lint([obj], config)}
+
+
+def _gpu_pod(resource: str = "nvidia.com/gpu", count=8, image="nvcr.io/nvidia/pytorch:25.10-py3", shm=True) -> dict:
+    spec = {"containers": [{"name": "train", "image": image, "resources": {"limits": {resource: count,
+                                                                                     "memory": "512Gi"}}}]}
+    if shm:
+        spec["containers"][0]["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "training"}, "spec": spec}
+
+
+# ------------------------------------------------------------------------------------------- no traceback
+
+PYTORCH = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: j}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {containers: [{name: c, image: "x:1",
+                                                          resources: {limits: {nvidia.com/gpu: 1}}}]}}}
+"""
+ODD_SHAPES = {
+    "master-null": "spec: {pytorchReplicaSpecs: {Master: null}}",
+    "env-without-name": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {containers: [{name: c, env: [{value: x}, 5, null]}]}}}}}",
+    "minreplicas-var": "spec: {elasticPolicy: {minReplicas: $N, maxRestarts: x}, runPolicy: {schedulingPolicy: {minAvailable: $N}, backoffLimit: [1]}}",
+    "containers-as-dict": "spec: {pytorchReplicaSpecs: {Worker: {replicas: 2, template: {spec: {containers: {name: c, image: x}}}}}}",
+    "spec-a-list": "spec: [1, 2]",
+    "metadata-a-string": "metadata: oops",
+    "labels-a-list": "metadata: {name: [a], namespace: {x: 1}, labels: [a, b]}",
+    "resources-a-string": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {containers: [{name: c, resources: '8 GPUs'}]}}}}}",
+    "limits-non-string-keys": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {containers: [{name: c, resources: {limits: {1: 2, null: 3}}}]}}}}}",
+    "volumes-strings": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {volumes: [a, {name: 3, emptyDir: x}], containers: [{name: c, volumeMounts: [x, {mountPath: 5}]}]}}}}}",
+    "command-a-string": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {containers: [{name: c, command: 'python train.py'}]}}}}}",
+    "networks-annotation-odd": "spec: {pytorchReplicaSpecs: {Master: {template: {metadata: {annotations: {k8s.v1.cni.cncf.io/networks: '{\"a\": 1}'}}, spec: {containers: [{name: c, resources: {limits: {rdma/x: 1}}, env: [{name: NCCL_SOCKET_IFNAME, value: 5}]}]}}}}}",
+    "dates-and-sets": "spec: {pytorchReplicaSpecs: {Master: {replicas: 2024-06-01, template: {spec: {containers: [{name: c, image: !!set {a, b}, env: [{name: SNAPSHOT, value: 2024-06-01}]}]}}}}}",
+    "tolerations-odd": "spec: {pytorchReplicaSpecs: {Master: {template: {spec: {tolerations: {key: a}, nodeSelector: [a], affinity: 3, containers: [{name: c}]}}}}}",
+}
+
+
+@pytest.mark.parametrize("patch", list(ODD_SHAPES.values()), ids=list(ODD_SHAPES))
+def test_odd_shapes_never_raise(patch):
+    obj = yaml.safe_load(PYTORCH)
+    obj.update(yaml.load(patch, Loader=yaml.SafeLoader))
+    for kind in ("PyTorchJob", "MPIJob", "TFJob", "JobSet", "TrainJob", "TrainingRuntime", "Job", "Pod", "RayJob",
+                 "LeaderWorkerSet", "Workflow", "CronJob", "NetworkAttachmentDefinition"):
+        rules.evaluate({**obj, "kind": kind})  # raising here is the bug; the CLI's safety net is not the fix
+        rules.add_ipc_lock({**obj, "kind": kind})
+
+
+ODD_KINDS = [
+    {"kind": "JobSet", "spec": {"replicatedJobs": [None, 3, {"name": 5, "replicas": "$R", "template": []},
+                                                   {"template": {"spec": {"parallelism": "x", "template": 5}}}]}},
+    {"kind": "TrainJob", "spec": {"trainer": {"numNodes": "{{ .n }}", "env": {"A": 1}, "resourcesPerNode": [1],
+                                              "numProcPerNode": "$P"}}},
+    {"kind": "TrainJob", "spec": {"trainer": "torch"}},
+    {"kind": "ClusterTrainingRuntime", "spec": {"mlPolicy": {"numNodes": "$N", "torch": []}, "template": 7}},
+    {"kind": "Job", "apiVersion": "batch.volcano.sh/v1alpha1", "spec": {"minAvailable": "$N", "tasks": {"a": 1}}},
+    {"kind": "NetworkAttachmentDefinition", "spec": {"config": {"ipam": {"type": "host-local"}}}},
+    {"kind": "NetworkAttachmentDefinition", "spec": {"config": '{"plugins": "x", "ipam": 5}'}},
+    {"kind": "NetworkAttachmentDefinition", "spec": {"config": "[1, 2]"}},
+    {"kind": "RayCluster", "spec": {"headGroupSpec": [], "workerGroupSpecs": [{"replicas": None, "template": {}}]}},
+    {"kind": "LeaderWorkerSet", "spec": {"leaderWorkerTemplate": {"size": "$S", "workerTemplate": "x"}}},
+    {"kind": "MPIJob", "apiVersion": "kubeflow.org/v1", "spec": {"mpiImplementation": ["Intel"], "mpiReplicaSpecs": {
+        "Launcher": {"template": {"spec": {"containers": [{"name": "l", "command": ["mpirun", "-x"],
+                                                           "args": ["-genv", "A"]}]}}}}}},
+    {"kind": "PersistentVolumeClaim", "metadata": {"name": ["a"], "namespace": 5}, "spec": "x"},
+]
+
+
+@pytest.mark.parametrize("obj", ODD_KINDS, ids=[f"{o['kind']}-{i}" for i, o in enumerate(ODD_KINDS)])
+def test_odd_jobset_trainjob_and_friends_never_raise(obj):
+    lint.lint([obj, {"kind": "PersistentVolumeClaim", "metadata": {"name": "c"}}])
+
+
+def _mutations(value, rng: random.Random):
+    """Replace one random node of `value` by something of the wrong shape."""
+    junk = [None, "$N", "{{ .Values.x }}", 5, -1, 3.5, True, [], {}, [None], {"x": None}, "2024-06-01", [1, "a"]]
+    nodes = []
+
+    def walk(v, parent, key):
+        nodes.append((parent, key))
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, v, k)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, v, i)
+
+    walk(value, None, None)
+    parent, key = rng.choice(nodes[1:])
+    parent[key] = copy.deepcopy(rng.choice(junk))
+    return value
+
+
+def test_a_thousand_mutated_manifests_never_raise():
+    """Seeded fuzz: every fixture and corpus object with one node swapped for a wrong shape, 1,000 times."""
+    bases = [o for _, o in lint.load(sorted(FIXTURES.glob("*/*/*.yaml")))]
+    bases += [o for _, _, o in read([CORPUS]).objects]
+    rng = random.Random(11)
+    for i in range(1000):
+        obj = _mutations(copy.deepcopy(bases[i % len(bases)]), rng)
+        try:
+            rules.evaluate(obj)
+            rules.add_ipc_lock(obj)
+        except Exception as err:  # pragma: no cover - the message is the report
+            pytest.fail(f"mutation {i} of {bases[i % len(bases)].get('kind')}: {type(err).__name__}: {err}\n{obj}")
+
+
+# ------------------------------------------------------------------------------------------- unreadable input
+
+
+def test_unreadable_documents_are_named_and_the_rest_is_read(tmp_path):
+    f = tmp_path / "mixed.yaml"
+    f.write_bytes(b"apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - {name: c, image: \"caf\xe9:1\"}\n"
+                  b"---\n"
+                  b"{{- if .Values.on }}\nkind: Pod\n{{- end }}\n"
+                  b"---\n"
+                  b"kind: List\nitems:\n- kind: List\n  items:\n  - {apiVersion: v1, kind: Pod, metadata: {name: deep},"
+                  b" spec: {containers: [{name: c, image: 'busybox'}]}}\n  - 5\n"
+                  b"---\n"
+                  b"a: &a [*a]\nkind: Pod\n"
+                  b"---\n"
+                  b"kind: [Pod]\n"
+                  b"---\n"
+                  b"kind: Pod\nmetadata: {created: 2024-13-01}\n"
+                  b"---\n"
+                  b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                  b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                  b"kind: Pod\n"
+                  b"---\n" + b"[" * 500 + b"]" * 500 + b"\n"
+                  b"---\n"
+                  b"# only a comment\n"
+                  b"---\n"
+                  b"values: {not: a kubernetes object}\n")
+    got = read([f, tmp_path / "missing.yaml"])
+    assert [o["metadata"]["name"] for _, _, o in got.objects] == ["deep"]
+    messages = [str(p) for p in got.unreadable]
+    expect = ["document 1, line 6: bytes that are not UTF-8", "document 2, line 8: a Helm/Go template",
+              "document 3, line 12: items[0].items[1] is int", "document 4, line 19: a YAML alias refers",
+              "document 5, line 22: kind is ['Pod']", "document 6, line 24: not valid YAML: month must be in 1..12",
+              "document 7, line 27: YAML aliases expand it to more than 1,000,000 values",
+              "document 8, line 35: nested deeper than", "missing.yaml: no such file or folder"]
+    assert len(messages) == len(expect), messages
+    for m, e in zip(messages, expect, strict=True):
+        assert e in m, (m, e)
+
+
+@pytest.mark.parametrize(("files", "code"), [
+    (["clean"], 0), (["advisory"], 0), (["broken"], 2), (["broken", "advisory"], 2), (["broken", "mandatory"], 1),
+    (["mandatory"], 1), (["missing", "clean"], 2),
+])
+def test_exit_codes_mandatory_first_then_unreadable(tmp_path, capsys, files, code):
+    docs = {"clean": FIXTURES / "shm-size" / "pass" / "pod.yaml",
+            "advisory": FIXTURES / "nccl-debug-trace" / "fail" / "trace.yaml",
+            "mandatory": FIXTURES / "image-pinned" / "fail" / "latest.yaml"}
+    (tmp_path / "broken.yaml").write_text("kind: Pod\nspec: [\n")
+    paths = [str(docs.get(f, tmp_path / f"{f}.yaml")) for f in files]
+    assert lint.main(paths) == code
+    err = capsys.readouterr().err
+    assert ("broken.yaml: document 1, line" in err) == ("broken" in files)
+
+
+def test_stdin_and_utf16(tmp_path, monkeypatch, capsys):
+    text = (FIXTURES / "image-pinned" / "fail" / "latest.yaml").read_text()
+    f = tmp_path / "utf16.yaml"
+    f.write_bytes(text.encode("utf-16"))
+    assert lint.main([str(f)]) == 1
+    import io
+    import sys
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert lint.main(["-"]) == 1
+    assert "image-pinned mandatory" in capsys.readouterr().out
+
+
+def test_document_numbers_follow_markers():
+    got = read_text(Path("x.yaml"), "# head\n---\n--- {kind: Pod, spec: [}\n...\n%YAML 1.1\n---\nkind: Pod\n")
+    assert [str(p) for p in got.unreadable] == ["x.yaml: document 1, line 3: not valid YAML: did not find expected "
+                                                "node content"]
+    assert [n for _, n, _ in got.objects] == [2]
+
+
+# ------------------------------------------------------------------------------------------- config
+
+
+def _fail_obj() -> dict:
+    (obj,) = [o for _, o in lint.load([FIXTURES / "image-pinned" / "fail" / "latest.yaml"])]
+    return obj
+
+
+@pytest.mark.parametrize(("config", "levels"), [
+    ({"all": "disabled"}, set()),
+    ({"all": {"enforcementLevel": "advisory"}}, {"advisory"}),
+    ({"all": "advisory", "image-pinned": "mandatory"}, {"mandatory"}),
+    ({"image-pinned": "disabled"}, set()),
+    ({"image-pinned": {"enforcementLevel": "advisory"}}, {"advisory"}),
+    ({"image-pinned": {"exemptNamespaces": ["training"]}}, set()),
+    ({"image-pinned": "remediate"}, {"mandatory"}),  # no remediation: CrossGuard treats it as mandatory
+    ({}, {"mandatory"}),
+    (None, {"mandatory"}),
+])
+def test_crossguard_config_forms(config, levels):
+    assert {v.level for v in lint.lint([_fail_obj()], config)} == levels
+
+
+def test_mixed_rules_advisory_policy_is_configurable():
+    obj = _load_fixture("nccl-known-vars", "fail", "deprecated")
+    assert {v.level for v in lint.lint([obj])} == {"advisory"}
+    assert lint.lint([obj], {"nccl-known-vars-advisory": "disabled"}) == []
+    assert {v.level for v in lint.lint([obj], {"nccl-known-vars-advisory": "mandatory"})} == {"mandatory"}
+    assert {v.level for v in lint.lint([obj], {"nccl-known-vars": "disabled"})} == {"advisory"}
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"image-pined": "disabled"}, "image-pined: no policy of that name in this pack: did you mean 'image-pinned'?"),
+    ({"shm-size": "warn"}, "shm-size: 'warn' is not an enforcement level: use one of advisory, mandatory"),
+    ({"shm-size": {"enforcementLevel": 1}}, "shm-size.enforcementLevel: 1 is not an enforcement level"),
+    ({"all": "strict"}, "all: 'strict' is not an enforcement level"),
+    ({"shm-size": None}, "shm-size: None is not a valid value; must be an enforcement level string or an object"),
+    ({"shm-size": {"minGibPerGpu": 2}}, "shm-size.minGibPerGpu: shm-size has no such setting: did you mean "
+                                        "'minGiBPerGpu'?"),
+    ({"shm-size": {"minGiBPerGpu": "2"}}, "shm-size.minGiBPerGpu: '2' is not a"),
+    ({"shm-size": {"exemptNamespaces": "training"}}, "is not a list of namespace names"),
+    ({"shm-size": {"exemptLabels": {"a": 1}}}, "is not a mapping of label keys to string values"),
+    (["shm-size"], "the policy config is list, not a mapping"),
+])
+def test_bad_config_is_refused_with_the_fix(config, message):
+    with pytest.raises(rules.ConfigError) as err:
+        lint.lint([], config)
+    assert message in str(err.value)
+
+
+def test_cli_config_errors_exit_2_before_linting(tmp_path, capsys):
+    cfg = tmp_path / "policy.json"
+    cfg.write_text(json.dumps({"all": "advisory", "nccl-ib-hac": {"enforcementLevel": "disabled"}}))
+    assert lint.main([str(FIXTURES), "--config", str(cfg)]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and f"{cfg}: nccl-ib-hac: no policy of that name" in err.err and "'nccl-ib-hca'" in err.err
+    cfg.write_text("{not json: [")
+    assert lint.main([str(FIXTURES), "--config", str(cfg)]) == 2
+    assert "not valid JSON or YAML" in capsys.readouterr().err
+    cfg.write_text("")  # empty: CrossGuard reads no config at all
+    assert lint.main([str(FIXTURES / "shm-size" / "pass"), "--config", str(cfg)]) == 0
+    cfg.write_text(json.dumps({"all": {"enforcementLevel": "advisory"}}))
+    assert lint.main([str(FIXTURES), "--config", str(cfg)]) == 0  # every finding advisory: exit 0
+
+
+# ------------------------------------------------------------------------------------------- fewer misses
+
+
+def _load_fixture(rule_id: str, kind: str, name: str) -> dict:
+    (obj,) = [o for _, o in lint.load([FIXTURES / rule_id / kind / f"{name}.yaml"])]
+    return obj
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe",
+                                      "habana.ai/gaudi", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"])
+def test_every_gpu_resource_counts(resource):
+    assert _rules(_gpu_pod(resource)) == set()
+    assert _rules(_gpu_pod(resource, shm=False)) == {"shm-mounted"}
+    assert _rules(_gpu_pod(resource, count=128)) == {"shm-size"}  # 64Gi for 128 GPUs
+
+
+@pytest.mark.parametrize("count", ["$GPUS", "${GPUS}", "{{ .Values.gpus }}", "<gpus>", "eight"])
+def test_templated_gpu_counts_are_reported_unknown(count):
+    (v,) = lint.lint([_gpu_pod(count=count)])
+    assert v.rule == "judgeable" and v.level == "advisory" and "not a number" in v.message
+    assert _rules(_gpu_pod(count=count, shm=False)) == {"judgeable", "shm-mounted"}  # still a GPU container
+
+
+@pytest.mark.parametrize(("image", "flagged"), [
+    ("tensorflow/tensorflow:latest-gpu", True), ("rayproject/ray:nightly", True), ("rayproject/ray:nightly-gpu", True),
+    ("example.org/app:main", True), ("example.org/app:master", True), ("example.org/app", True),
+    ("example.org/app:latest", True), ("example.org/app:py3.11-latest", True), ("example.org/app:stable", True),
+    ("example.org/app:main-3f2a9c1", False), ("example.org/app:nightly-2024-06-01", False),
+    ("nvcr.io/nvidia/pytorch:25.10-py3", False), ("example.org/app@sha256:" + "a" * 64, False),
+    ("registry:5000/app:1.2", False), ("registry:5000/app", True), ("example.org/app:devel-12.4", False),
+])
+def test_moving_tags_are_unpinned(image, flagged):
+    assert (_rules(_gpu_pod(image=image)) == {"image-pinned"}) is flagged, image
+
+
+def _mpijob(launcher_args: list[str], launcher_env=None, implementation=None, worker_env=None) -> dict:
+    job = _load_fixture("nccl-net-set", "pass", "mpijob-exported")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] = ["mpirun", *launcher_args, "python", "train.py"]
+    launcher["env"] = [{"name": k, "value": v} for k, v in (launcher_env or {}).items()]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["env"] = [e for e in worker.get("env") or [] if not e["name"].startswith("NCCL_")]
+    worker["env"] += [{"name": k, "value": v} for k, v in (worker_env or {}).items()]
+    if implementation:
+        job["spec"]["mpiImplementation"] = implementation
+    return job
+
+
+HCA = "=mlx5_0,mlx5_1"
+
+
+@pytest.mark.parametrize(("args", "env", "impl", "expect"), [
+    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB"], {}, None, set()),  # was a nccl-ib-hca false positive
+    (["-x", "NCCL_IB_HCA", "-x", "NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
+    (["-genv", "NCCL_IB_HCA", HCA, "-genv", "NCCL_NET=IB"], {}, None, set()),
+    (["-genvlist", "NCCL_IB_HCA,NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
+    ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, "Intel", set()),  # Hydra forwards the launcher's environment
+    ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, {"nccl-ib-hca", "nccl-net-set"}),  # Open MPI does not
+    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_DISABLE=1"], {}, None, {"nccl-ib-enabled"}),
+    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_DEBUG=TRACE"], {}, None, {"nccl-debug-trace"}),
+    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_GID_INDEX=true"], {}, None, {"nccl-int-values"}),
+    (["-x", "NCCL_IB_HCA=mlx5_1,mlx5_10", "-x", "NCCL_NET=IB"], {}, None, {"nccl-ib-hca"}),
+    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_SOCKET_IFNAME=ib0"], {}, None,
+     {"nccl-socket-ifname"}),
+])
+def test_mpirun_exports_count_for_the_workers(args, env, impl, expect):
+    assert _rules(_mpijob(args, env, impl)) == expect
+
+
+def test_horovodrun_and_script_exports_reach_the_ranks():
+    job = _mpijob([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"})
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] = ["horovodrun", "-np", "16", "python", "train.py"]
+    assert _rules(job) == set()
+    launcher["env"] = []
+    launcher["command"] = ["sh", "-c", f"export NCCL_IB_HCA={HCA} NCCL_NET=IB && mpirun -x NCCL_IB_HCA -x NCCL_NET "
+                                       "python train.py"]
+    assert _rules(job) == set()
+
+
+def test_value_from_hca_counts_as_set():
+    job = _mpijob(["-x", "NCCL_NET=IB"], worker_env={})
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert "nccl-ib-hca" in _rules(job)
+    worker["env"].append({"name": "NCCL_IB_HCA", "valueFrom": {"configMapKeyRef": {"name": "fabric", "key": "hca"}}})
+    assert "nccl-ib-hca" not in _rules(job)
+
+
+def test_unknown_kind_requesting_gpus_is_reported_and_its_pod_specs_judged():
+    pod = _gpu_pod(image="example.org/app:latest")
+    crd = {"apiVersion": "example.org/v1", "kind": "Trainer", "metadata": {"name": "t"},
+           "spec": {"runner": {"template": {"metadata": {}, "spec": pod["spec"]}}}}
+    found = {v.rule: v for v in lint.lint([crd])}
+    assert set(found) == {"judgeable", "image-pinned"}
+    assert "example.org/v1 Trainer is not a workload kind the linter knows" in found["judgeable"].message
+    assert "spec.runner.template" in found["judgeable"].message
+    crd["spec"]["runner"]["template"]["spec"]["containers"][0]["image"] = "example.org/app:1.0"
+    cpu = copy.deepcopy(crd)
+    cpu["spec"]["runner"]["template"]["spec"]["containers"][0]["resources"] = {}
+    assert _rules(cpu) == set()  # no GPUs: nothing to say
+    assert extract(crd).known is False
+
+
+def test_hostpath_dev_shm_is_memory_backed_and_dev_infiniband_is_rdma():
+    pod = _gpu_pod()
+    pod["spec"]["volumes"] = [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]
+    assert _rules(pod) == set()
+    pod["spec"]["volumes"].append({"name": "ib", "hostPath": {"path": "/dev/infiniband"}})
+    assert _rules(pod) == {"nccl-net-set"}
+    pod["spec"]["containers"][0]["env"] = [{"name": "NCCL_NET", "value": "IB"}, {"name": "NCCL_IB_DISABLE",
+                                                                                "value": "1"}]
+    assert _rules(pod) == {"nccl-ib-enabled"}
+
+
+def test_rendered_stacks_stay_clean_and_say_nothing(capsys):
+    for stack in sorted(p.name for p in (ROOT / "rendered").iterdir() if (p / "manifests.yaml").is_file()):
+        assert lint.main([str(ROOT / "rendered" / stack / "manifests.yaml")]) == 0, stack
+        out = capsys.readouterr()
+        assert out.out == "" and out.err == "", (stack, out)
