@@ -3,7 +3,7 @@ PY := .venv/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup render render-all test lint docs bench
+.PHONY: setup render render-all test test-fast lint docs bench fuzz
 
 # Idempotent: rebuilds .venv only when requirements.txt changes.
 setup: .venv/.installed
@@ -32,3 +32,11 @@ test: setup lint
 
 bench: setup
 	$(PY) -m tools.bench
+
+# The quick loop: everything but the tests that run real torchrun processes for a minute or more.
+test-fast: setup lint
+	$(PY) -m pytest -q -m "not slow"
+
+# 1000 random stack files (tests/test_fuzz_stacks.py): each refused with a key path or rendered clean.
+fuzz: setup
+	FASTPATH_FUZZ_EXAMPLES=$${FASTPATH_FUZZ_EXAMPLES:-1000} $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz_stacks.py

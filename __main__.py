@@ -13,15 +13,19 @@ try:
 except config.ConfigError as err:
     # RunError ends the program with the message alone, no Python traceback.
     raise pulumi.RunError(str(err)) from None
+except Exception as err:  # noqa: BLE001 - a value nothing above expected: still one line naming the file
+    raise pulumi.RunError(f"{config.stack_file(pulumi.get_stack())}: could not read the stack config: "
+                          f"{type(err).__name__}: {str(err)[:300]}") from None
 
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
-# Jobs wait for the whole platform: their CRDs come with the Training Operator, their queues with Volcano.
+# Jobs wait for the whole platform (their queues come with Volcano, the checkpoint claim with storage),
+# and only the Training Operator's own objects (CRDs, webhook, a ready Deployment) say it can take a job.
 jobs = [TrainingJob(spec.name, TrainingJobArgs(spec=spec, profile=platform.profile),
-                    pulumi.ResourceOptions(depends_on=[platform]))
+                    pulumi.ResourceOptions(depends_on=platform.job_dependencies))
         for spec in cfg.jobs]
 if cfg.platform.acceptance.enabled:
     acceptance = FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
-                                  pulumi.ResourceOptions(depends_on=[platform]))
+                                  pulumi.ResourceOptions(depends_on=platform.job_dependencies))
     pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile)
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

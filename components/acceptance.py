@@ -90,7 +90,7 @@ def plan(acc: AcceptanceConfig, profile: dict) -> tuple[dict, list[dict]]:
                              "fastpath:platform.acceptance")
     manifest = training_job.manifest(r)
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    wait = launcher["command"][:4]  # sh -c LAUNCHER_WAIT launcher: wait for every worker, then exec "$@"
+    wait = launcher["command"][:4]  # sh -c LAUNCHER launcher: wait for every worker, then run "$@" (no retry)
     launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
     runs = []
     for n in counts:
@@ -143,10 +143,11 @@ class FabricAcceptance(pulumi.ComponentResource):
     def __init__(self, name: str, args: FabricAcceptanceArgs, opts: pulumi.ResourceOptions | None = None):
         manifest, runs = plan(args.acceptance, args.profile)  # refuse before registering anything
         super().__init__("fastpath:verify:FabricAcceptance", name, None, opts)
-        depends_on = list(k8s.inherited_depends_on(opts))
+        depends_on = k8s.inherited_depends_on(opts)
         if normalize(args.profile)["scheduler"]["name"]:
             q = queue(args.acceptance, args.profile, normalize(args.profile)["cluster"])
-            depends_on.append(k8s.apply(q, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))))
+            depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self,
+                                                                                   depends_on=depends_on)))
         self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))]
         self.runs = runs
         self.register_outputs({"runs": self.runs})

@@ -15,6 +15,7 @@ NAMESPACE = "kube-system"  # where upstream installs csi-driver-nfs
 STORAGE_CLASS = "fastpath-checkpoints"
 CLAIM = profile.CHECKPOINT_CLAIM
 MOUNT_ROOT = profile.CHECKPOINT_ROOT
+SUBDIR = "${pvc.metadata.namespace}/${pvc.metadata.name}"
 
 
 # csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml `controller.tolerations`: Helm replaces a list
@@ -62,7 +63,11 @@ def storage_class(platform: PlatformConfig) -> dict | None:
         "kind": "StorageClass",
         "metadata": k8s.meta(STORAGE_CLASS, platform.cluster, COMPONENT),
         "provisioner": "nfs.csi.k8s.io",
-        "parameters": {"server": nfs.server, "share": nfs.share},
+        # One directory per namespace and claim name, not per volume (`pvc-<uid>`): a claim made again under the
+        # same name (a re-created stack, a deleted namespace) finds its checkpoints instead of an empty folder
+        # (kubernetes-csi/csi-driver-nfs@v4.13.4 pkg/nfs/controllerserver.go: subDir with ${pvc.metadata.*},
+        # given by the chart's --extra-create-metadata).
+        "parameters": {"server": nfs.server, "share": nfs.share, "subDir": SUBDIR},
         "reclaimPolicy": "Retain",
         "volumeBindingMode": "Immediate",
         "allowVolumeExpansion": True,

@@ -16,10 +16,10 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import nccl, versions
+from components import k8s_syntax, nccl, versions
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
@@ -27,14 +27,57 @@ RAIL_NAME = r"^[a-z][a-z0-9]{0,14}$"
 PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 
 
+def _rule(check):
+    """A pydantic validator from a k8s_syntax check: the check's message is the error."""
+    def run(value):
+        if (problem := check(value)) is not None:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(run)
+
+
+# Kubernetes syntax, refused here with the fix rather than by the API server (components/k8s_syntax.py).
+DnsLabel = Annotated[str, _rule(k8s_syntax.dns1123_label)]
+DnsName = Annotated[str, _rule(k8s_syntax.dns1123_subdomain)]
+QualifiedName = Annotated[str, _rule(k8s_syntax.qualified_name)]
+EnvName = Annotated[str, _rule(k8s_syntax.env_var_name)]
+SecretKey = Annotated[str, _rule(k8s_syntax.config_map_key)]
+NoSpace = Annotated[str, Field(min_length=1, pattern=r"^\S+$")]
+Int32 = Annotated[int, Field(le=k8s_syntax.INT32_MAX)]
+
+
 class ConfigError(Exception):
-    """A stack file the program refuses. `str()` is the full message shown to the user."""
+    """A stack file the program refuses. `str()` is the full message shown to the user: one line per problem,
+    each cut to a readable length, and a problem repeated at many keys (the same message under jobs[0..99])
+    shown three times and then counted."""
+
+    LINE_LIMIT = 400
+    REPEATS_SHOWN = 3
 
     def __init__(self, source: str, problems: list[str]):
         self.source = source
         self.problems = problems
-        lines = [f"{source}: {p}" for p in problems]
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(self._lines(source, problems)))
+
+    @classmethod
+    def _lines(cls, source: str, problems: list[str]) -> list[str]:
+        lines: list[str] = []
+        seen: dict[str, int] = {}
+        for p in problems:
+            p = p.replace("\r", "\\r").replace("\n", "\\n")  # one line per problem, whatever a key holds
+            # The same message at another index of a list is the same problem.
+            shape = re.sub(r"\[\d+\]", "[]", p)
+            seen[shape] = seen.get(shape, 0) + 1
+            if seen[shape] > cls.REPEATS_SHOWN:
+                continue
+            line = f"{source}: {p}"
+            if len(line) > cls.LINE_LIMIT:
+                line = line[:cls.LINE_LIMIT] + f"... ({len(line) - cls.LINE_LIMIT} more characters)"
+            lines.append(line)
+        for shape, n in seen.items():
+            if n > cls.REPEATS_SHOWN:
+                lines.append(f"{source}: ... and {n - cls.REPEATS_SHOWN} more like `{shape[:120]}`")
+        return lines
 
 
 class _Model(BaseModel):
@@ -55,9 +98,10 @@ class _Model(BaseModel):
 
 
 class GpuConfig(_Model):
-    product: str
+    product: Annotated[str, _rule(k8s_syntax.label_value)]
     """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
-    training pods get a nodeSelector on it. Required."""
+    training pods get a nodeSelector on it. The name `nvidia-smi` prints (`NVIDIA A100-SXM4-80GB`) is taken in
+    the label's form, spaces as `-`, as GPU Feature Discovery writes it. Required."""
     per_node: Annotated[int, Field(gt=0, le=16)]
     """GPUs on each training node. Required; 1 to 16."""
     gpu_direct: Literal["dmabuf", "peermem", "none"] = "dmabuf"
@@ -69,19 +113,24 @@ class GpuConfig(_Model):
     host_mofed: bool = False
     """MOFED/DOCA-OFED is installed on the hosts, so the Network Operator does not deploy the DOCA driver.
     Default false."""
-    taint_key: str = "nvidia.com/gpu"
+    taint_key: QualifiedName = "nvidia.com/gpu"
     """Key of the taint on GPU nodes that training pods tolerate. Default `nvidia.com/gpu`."""
+
+    @field_validator("product", mode="before")
+    @classmethod
+    def _gfd_form(cls, v: object) -> object:
+        return k8s_syntax.gfd_label(v) if isinstance(v, str) else v
 
 
 class NodesConfig(_Model):
-    count: Annotated[int, Field(gt=0)]
+    count: Annotated[int, Field(gt=0, le=100000)]
     """Number of GPU training nodes in the cluster; bounds queue capabilities and job sizes. Required."""
-    memory_gib: Annotated[int, Field(gt=0, alias="memoryGiB")]
+    memory_gib: Annotated[int, Field(gt=0, le=1048576, alias="memoryGiB")]
     """Allocatable memory of one GPU node in GiB; job memory limits and /dev/shm are derived from it.
     Required."""
-    cpus: Annotated[int, Field(gt=0)]
+    cpus: Annotated[int, Field(gt=0, le=100000)]
     """Allocatable CPUs of one GPU node. Required."""
-    topology_key: str = "topology.kubernetes.io/zone"
+    topology_key: QualifiedName = "topology.kubernetes.io/zone"
     """Node label whose value names a topology domain (zone, rack or leaf switch); a job's pods are packed
     toward one domain. Default `topology.kubernetes.io/zone`."""
 
@@ -184,6 +233,15 @@ class FabricConfig(_Model):
             raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
         if self.kind != "efa" and self.efa_devices_per_node:
             raise ValueError("fabric.efaDevicesPerNode is only for fabric.kind 'efa'")
+        for name, value in self.nccl_overrides.items():
+            if (p := tcp_on_rdma(self, name, value)) is not None:
+                raise ValueError(f"fabric.ncclOverrides.{p}")
+        if (value := self.nccl_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
+            ifaces = [self.pod_interface, *(f"net{i + 1}" for i in range(len(self.rails)))]
+            if not [i for i in nccl.ifname_selects(value, ifaces) if i != "lo"]:
+                raise ValueError(f"fabric.ncclOverrides.NCCL_SOCKET_IFNAME={value} selects none of a training pod's "
+                                 f"interfaces ({', '.join(ifaces)}): NCCL bootstrap could not reach other pods; "
+                                 f"use ={self.pod_interface} (or change fabric.podInterface)")
         if self.nccl_net is not None and self.kind == "tcp":
             raise ValueError("fabric.ncclNet is for RDMA fabrics; fabric.kind 'tcp' uses NCCL's Socket transport: "
                              "remove fabric.ncclNet")
@@ -238,17 +296,18 @@ class FabricConfig(_Model):
 
 
 class QueueConfig(_Model):
-    name: Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+    name: DnsLabel
     """Volcano queue name; jobs name it in `queue`. Required."""
-    weight: Annotated[int, Field(gt=0)] = 1
+    weight: Annotated[int, Field(gt=0, le=65535)] = 1
     """Share of the cluster this queue gets when queues compete. Default 1."""
-    gpus: Annotated[int, Field(gt=0)] | None = None
+    gpus: Annotated[int, Field(gt=0, le=k8s_syntax.INT32_MAX)] | None = None
     """Capability: the most GPUs the queue holds at once, even when the rest of the cluster is idle; at most the
     cluster's GPUs. A ceiling only: it reserves nothing. Unset: no cap."""
     reclaimable: bool = True
-    """Whether a queue under its weight share may take back GPUs this queue holds beyond its own share, by
-    evicting whole gangs of it (Volcano gangreclaim, any priority tier). Default true; false: this queue's
-    running jobs are never reclaimed."""
+    """Whether another queue whose gang does not fit may take GPUs from this queue by evicting whole gangs of
+    it (Volcano gangreclaim: any priority tier, queues furthest over their weight share first; v1.15.1 does not
+    check that this queue is over its share). Default true; false: this queue's running jobs are never
+    reclaimed."""
 
 
 class SchedulerConfig(_Model):
@@ -275,9 +334,9 @@ class SchedulerConfig(_Model):
 
 
 class NfsConfig(_Model):
-    server: Annotated[str, Field(min_length=1)]
+    server: NoSpace
     """NFS server host name or address. Required."""
-    share: Annotated[str, Field(pattern=r"^/")]
+    share: Annotated[str, Field(pattern=r"^/\S*$")]
     """Exported path on the server. Required."""
     rdma: bool = False
     """Mount with NFS over RDMA (`proto=rdma,port=20049`). Default false."""
@@ -288,7 +347,7 @@ class NfsConfig(_Model):
 class CheckpointConfig(_Model):
     nfs: NfsConfig | None = None
     """Install csi-driver-nfs and a StorageClass for this NFS export. Exactly one of `nfs` or `storageClass`."""
-    storage_class: str | None = None
+    storage_class: DnsName | None = None
     """Use this existing ReadWriteMany StorageClass instead of installing one."""
     size: Annotated[str, Field(pattern=r"^[1-9][0-9]*(Gi|Ti)$")] = "1Ti"
     """Size of the checkpoint claim in each training namespace. Default `1Ti`."""
@@ -381,8 +440,7 @@ class AcceptanceConfig(_Model):
 class PlatformConfig(_Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
-    training_namespaces: Annotated[list[Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]],
-                                   Field(min_length=1)] = ["training"]
+    training_namespaces: Annotated[list[DnsLabel], Field(min_length=1)] = ["training"]
     """Namespaces where training jobs run; each gets the secondary networks and a checkpoint claim.
     Default `[training]`."""
     gpu: GpuConfig
@@ -416,6 +474,10 @@ class PlatformConfig(_Model):
         dup = {n for n in self.training_namespaces if self.training_namespaces.count(n) > 1}
         if dup:
             raise ValueError(f"trainingNamespaces lists {sorted(dup)} more than once")
+        taken = [n for n in self.training_namespaces if n in k8s_syntax.RESERVED_NAMESPACES]
+        if taken:
+            raise ValueError(f"trainingNamespaces {taken} is a system or platform namespace (fastpath would label "
+                             "it for training and put networks and claims in it): use namespaces of their own")
         if self.gpu.gpu_direct == "peermem" and self.gpu.driver_preinstalled and not self.gpu.host_mofed:
             raise ValueError("gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
                              "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
@@ -492,20 +554,23 @@ IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 def image_problem(image: str) -> str | None:
+    shown = k8s_syntax.short(image)
+    if image != image.strip() or any(ch.isspace() for ch in image):
+        return f"image {shown} contains whitespace: the kubelet could not pull it; remove the spaces"
     if IMAGE_DIGEST.search(image):
         return None
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
-        return f"image {image!r} has no tag: pin a version tag or an @sha256 digest"
+        return f"image {shown} has no tag: pin a version tag or an @sha256 digest"
     if last.rsplit(":", 1)[1] == "latest":
-        return f"image {image!r} uses `latest`: pin a version tag or an @sha256 digest"
+        return f"image {shown} uses `latest`: pin a version tag or an @sha256 digest"
     return None
 
 
 class ElasticSpec(_Model):
-    min_nodes: Annotated[int, Field(gt=0)]
+    min_nodes: Annotated[int, Field(gt=0, le=100000)]
     """Fewest nodes the job runs on; the gang scheduler waits for this many. Required."""
-    max_nodes: Annotated[int, Field(gt=0)]
+    max_nodes: Annotated[int, Field(gt=0, le=100000)]
     """Most nodes the job grows to. Required; at least minNodes."""
     @model_validator(mode="before")
     @classmethod
@@ -524,16 +589,16 @@ class ElasticSpec(_Model):
 
 
 class SecretRef(_Model):
-    secret: Annotated[str, Field(pattern=DNS_LABEL)]
+    secret: DnsName
     """Name of the Secret in the job's namespace. Required."""
-    key: Annotated[str, Field(min_length=1)]
+    key: SecretKey
     """Key within the Secret. Required."""
 
 
 class DatasetSpec(_Model):
-    claim: Annotated[str, Field(pattern=DNS_LABEL)]
+    claim: DnsName
     """An existing PersistentVolumeClaim in the job's namespace, mounted read-only. Required."""
-    mount_path: Annotated[str, Field(pattern=r"^/")]
+    mount_path: Annotated[str, Field(pattern=r"^/\S*$")]
     """Where the dataset appears in the container. Required."""
 
 
@@ -551,7 +616,7 @@ class JobSpec(_Model):
     framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
     """`pytorch` (PyTorchJob + torchrun, default), `mpi` (MPIJob v1: Horovod, DeepSpeed with MPI) or
     `tensorflow` (TFJob, Chief + Workers)."""
-    nodes: Annotated[int, Field(gt=0)] | None = None
+    nodes: Annotated[int, Field(gt=0, le=100000)] | None = None
     """Number of nodes (one pod per node). Exactly one of `nodes` or `elastic`."""
     elastic: ElasticSpec | None = None
     """Elastic size (pytorch only): worker-only job with c10d rendezvous between minNodes and maxNodes."""
@@ -570,12 +635,12 @@ class JobSpec(_Model):
     quarter of the memory limit."""
     cpus: Annotated[int, Field(gt=0)] | None = None
     """CPUs of each pod. Default: 90% of the node's share for the GPUs used."""
-    env: dict[str, str] = {}
+    env: dict[EnvName, str] = {}
     """Extra environment variables. Variables the platform sets (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, MASTER_ADDR,
     ...) are refused here: put them in envOverrides to override on purpose. Secrets go in secretEnv."""
-    env_overrides: dict[str, str] = {}
+    env_overrides: dict[EnvName, str] = {}
     """Deliberate overrides of platform-set NCCL/launcher variables; shown as overrides in the job contract."""
-    secret_env: dict[str, SecretRef] = {}
+    secret_env: dict[EnvName, SecretRef] = {}
     """Environment variables read from Secrets (e.g. HF_TOKEN: {secret: hf, key: token})."""
     datasets: list[DatasetSpec] = []
     """Existing claims mounted read-only."""
@@ -594,7 +659,7 @@ class JobSpec(_Model):
     file name in the pod -> path relative to the Pulumi project (e.g. `{train.py: examples/train.py}`), the way
     `kubectl create configmap --from-file` would. For small scripts and configs (1 MiB in all); code that is
     not in the image."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0)] = 259200
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] = 259200
     """Seconds a finished job (and its logs) is kept. Default 259200 (3 days)."""
 
     @field_validator("env", "env_overrides", mode="before")
@@ -635,9 +700,30 @@ class JobSpec(_Model):
         clash = sorted(set(self.secret_env) & (set(self.env) | set(self.env_overrides)))
         if clash:
             problems.append(f"{', '.join(clash)} set both in secretEnv and env: keep one")
+        problems += self._mount_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _mount_problems(self) -> list[str]:
+        """A dataset mounted on a path fastpath mounts (or inside one, or around one) would hide it or be hidden:
+        the API server refuses two mounts on one path, and a nested one shadows the other."""
+        from components.profile import CHECKPOINT_ROOT
+
+        owned = {"/dev/shm": "/dev/shm", CHECKPOINT_ROOT: "the checkpoint claim", "/workspace/files": "files",
+                 "/fastpath": "the preflight script"}
+        out = []
+        for i, d in enumerate(self.datasets):
+            for path, what in owned.items():
+                if k8s_syntax.under(d.mount_path, path) or k8s_syntax.under(path, d.mount_path):
+                    out.append(f"datasets[{i}].mountPath {d.mount_path} collides with {path} ({what}): mount the "
+                               "dataset elsewhere, e.g. /data")
+            for j in range(i):
+                other = self.datasets[j].mount_path
+                if k8s_syntax.under(d.mount_path, other) or k8s_syntax.under(other, d.mount_path):
+                    out.append(f"datasets[{i}].mountPath {d.mount_path} and datasets[{j}].mountPath {other} "
+                               "overlap: give each dataset a path of its own")
+        return out
 
     @property
     def max_nodes(self) -> int:
@@ -652,6 +738,20 @@ class JobSpec(_Model):
         n = self.max_nodes
         first = {"pytorch": "master-0", "mpi": "launcher", "tensorflow": "chief-0"}[self.framework]
         return [f"{self.name}-{first}", f"{self.name}-worker-{max(0, n - 1)}"]
+
+
+def tcp_on_rdma(fabric: FabricConfig, name: str, value: str) -> str | None:
+    """`NAME=value: why` when an override would put an RDMA cluster's pods on TCP: fastpath never renders a job
+    that the policy pack refuses (nccl-ib-enabled)."""
+    if fabric.kind == "tcp":
+        return None
+    if (name == "NCCL_IB_DISABLE" and str(value).strip() == "1") or (
+            name == "NCCL_NET" and str(value).strip().lower() == "socket"):
+        return (f"{name}={value} puts training pods of this {fabric.kind} cluster on TCP sockets (10-50x slower): "
+                "remove it; a cluster without usable RDMA is fabric.kind tcp")
+    if name == "NCCL_NET":
+        return f"{name}: set fabric.ncclNet instead (one name for the whole cluster, checked by ncclcheck)"
+    return None
 
 
 def owned_by_platform(name: str) -> bool:
@@ -711,10 +811,17 @@ NAMESPACE = "fastpath"
 KNOWN_KEYS = ("platform", "jobs")
 
 
+SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
+
+
 def _loc(prefix: str, loc: tuple) -> str:
     out = prefix
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            # A key with control characters, quotes or nothing at all is shown quoted, so the path stays one line.
+            out += f".{part}" if SIMPLE_KEY.match(str(part)) else f"[{k8s_syntax.short(str(part), 40)}]"
     return out
 
 

@@ -113,10 +113,25 @@ def gpu_tolerations(taint_key: str) -> list[dict]:
     return [toleration(k) for k in keys]
 
 
-def inherited_depends_on(opts: Any) -> list:
-    """A component's depends_on does not hold back its children: they must be given it themselves."""
+def inherited_depends_on(opts: Any) -> Any:
+    """A component's depends_on does not hold back its children: they must be given it themselves. A list of
+    resources, or an Output of one (resources that exist only once an Output resolves, such as a kustomize
+    Directory's objects)."""
+    import pulumi
+
     deps = (opts.depends_on if opts else None) or []
+    if isinstance(deps, pulumi.Output):
+        return deps
     return deps if isinstance(deps, list) else [deps]
+
+
+def plus(deps: Any, *more: Any) -> Any:
+    """`deps` (a list, or an Output of one) and `more` resources: what depends_on takes."""
+    import pulumi
+
+    if isinstance(deps, pulumi.Output):
+        return deps.apply(lambda ds: [*ds, *more])
+    return [*deps, *more]
 
 
 def helm_release(name: str, chart: str, repo: str, version: str, namespace: str, values: dict, opts: Any) -> Any:

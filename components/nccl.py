@@ -101,3 +101,23 @@ def needs_exact(value: str) -> bool:
         return False
     names = [t.split(":")[0] for t in body.split(",") if t]
     return any(a != b and b.startswith(a) for a in names for b in names)
+
+
+# A pod whose primary interface is not eth0 says so here (fastpath sets it from fabric.podInterface), so a check of
+# NCCL_SOCKET_IFNAME knows the interfaces the pod really has.
+PRIMARY_INTERFACE_ANNOTATION = "fastpath.dev/primary-interface"
+
+
+def ifname_selects(value: str, interfaces: list[str]) -> list[str]:
+    """The interfaces NCCL_SOCKET_IFNAME=`value` selects among `interfaces`: a comma list of prefixes, `=` for
+    exact names, `^` to exclude (NCCL's own rule for socket interfaces)."""
+    body = value.strip()
+    exclude = body.startswith("^")
+    body = body.lstrip("^")
+    exact = body.startswith("=")
+    tokens = [t.split(":")[0] for t in body.lstrip("=").split(",") if t]
+
+    def hit(iface: str) -> bool:
+        return any(iface == tok if exact else iface.startswith(tok) for tok in tokens)
+
+    return [i for i in interfaces if hit(i) != exclude]

@@ -76,19 +76,30 @@ class Platform(pulumi.ComponentResource):
             self.network_operator = NetworkOperator("network-operator", NetworkOperatorArgs(p), child)
             net = self.network_operator
             if p.fabric.attachment == "sriov":
-                SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, namespaces=self.namespaces), child)
+                SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, policy=net.policy,
+                                                         namespaces=self.namespaces), child)
             else:
                 SecondaryNetworks("networks", SecondaryNetworksArgs(p, depends_on=[net.policy, *self.namespaces]),
                                   child)
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
+        self.training_operator = None
         if p.components.training_operator:
             # With the gang flag the operator exits while the PodGroup CRD (Volcano's release) is missing.
-            TrainingOperator("training-operator", TrainingOperatorArgs(
+            self.training_operator = TrainingOperator("training-operator", TrainingOperatorArgs(
                 p, after=[self.volcano.release] if self.volcano else []), child)
         if p.components.checkpoint_storage:
             nfs = p.checkpoints.nfs if p.checkpoints else None
-            # NFS over RDMA mounts only once the NIC stack (and rpcrdma) is up on the GPU nodes.
-            after = [self.network_operator.policy] if nfs and nfs.rdma and self.network_operator else []
+            # With the operator's DOCA driver, NFS over RDMA mounts once the driver (ENABLE_NFSRDMA: rpcrdma) is up,
+            # which the policy's readiness says; host DOCA-OFED loads rpcrdma on its own (README).
+            doca = self.network_operator is not None and not p.gpu.host_mofed
+            after = [self.network_operator.policy] if nfs and nfs.rdma and doca else []
             CheckpointStorage("checkpoints", CheckpointStorageArgs(p, namespaces=self.namespaces, after=after), child)
         self.profile = profile(p)
+        # What a job waits for: this platform and every object of the Training Operator's overlay (its CRDs, its
+        # admission webhook, its Deployment until ready). The overlay's objects exist only once the provider built
+        # it, so depends_on=[platform] alone would not include them; this Output does.
+        if self.training_operator is not None:
+            self.job_dependencies = self.training_operator.ready.apply(lambda rs: [self, *rs])
+        else:
+            self.job_dependencies = pulumi.Output.from_input([self])
         self.register_outputs({"profile": self.profile})

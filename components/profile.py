@@ -15,11 +15,13 @@ from components.config import PlatformConfig
 SCHEDULER_NAME = "volcano"
 # What Volcano v1.15.1, as components/volcano.py configures it, does with these tiers (PodGroup priorityClassName):
 # gangpreempt evicts whole gangs of strictly lower tiers in the preemptor's own queue, never part of a gang, and
-# only when the preemptor's entire gang then fits; across queues only gangreclaim acts, by weight share and
-# regardless of tier. preemptionPolicy Never binds kube-scheduler only (the gang actions do not read it).
-_QUEUES = ("Across queues tiers do not apply: a queue under its weight share reclaims whole gangs from queues "
-           "over theirs (reclaimable ones). A queue's GPU capability is a ceiling it never exceeds and reserves "
-           "nothing.")
+# only when the preemptor's entire gang then fits; across queues only gangreclaim acts: a starving queue takes
+# whole gangs from other reclaimable queues, those furthest over their share first, without checking that the
+# victim's queue is over its share and regardless of tier (pkg/scheduler/actions/gangreclaim selectDomainBundles,
+# SortBundlesForReclaim). preemptionPolicy Never binds kube-scheduler only (the gang actions do not read it).
+_QUEUES = ("Across queues tiers do not apply: a queue whose gang does not fit reclaims whole gangs, of any tier, "
+           "from other reclaimable queues, those furthest over their weight share first. A queue's GPU capability "
+           "is a ceiling it never exceeds and reserves nothing.")
 PRIORITY_CLASSES = (
     ("training-critical", 100000,
      "Deadline runs. If its gang does not fit, Volcano evicts whole gangs of lower tiers in the same queue "

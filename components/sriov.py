@@ -109,6 +109,7 @@ def networks(platform: PlatformConfig) -> list[dict]:
 class SriovNetworksArgs:
     platform: PlatformConfig
     operator: pulumi.Resource  # the network-operator release that installs the SR-IOV CRDs
+    policy: pulumi.Resource | None = None  # the NicClusterPolicy (Multus, NV-IPAM; awaited until ready)
     namespaces: list = field(default_factory=list)  # the training Namespace resources the networks live in
 
 
@@ -127,9 +128,15 @@ class SriovNetworks(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SriovNetworksArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:SriovNetworks", name, None, opts)
-        after = pulumi.ResourceOptions(parent=self, depends_on=[args.operator])
-        self.pool = k8s.apply(pool_config(args.platform), after)
-        self.policies = [k8s.apply(m, after) for m in node_policies(args.platform)]
-        in_namespaces = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *args.namespaces])
+        # The NicClusterPolicy first: it waits until every NIC DaemonSet is ready, which the node reboots the
+        # policies cause would keep it from reaching (network-operator@v26.4.1 state_skel.go isDaemonSetReady).
+        # The pool before the policies: a config daemon that saw a policy first would drain with the default of
+        # one node and reboot again for the exclusive RDMA mode.
+        policy = [args.policy] if args.policy is not None else []
+        self.pool = k8s.apply(pool_config(args.platform),
+                              pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy]))
+        after_pool = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, self.pool])
+        self.policies = [k8s.apply(m, after_pool) for m in node_policies(args.platform)]
+        in_namespaces = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, *args.namespaces])
         self.networks = [k8s.apply(m, in_namespaces) for m in networks(args.platform)]
         self.register_outputs({"networks": [r.network for r in fab.rails(args.platform.fabric)]})

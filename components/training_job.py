@@ -11,23 +11,28 @@ Sizing (what an experienced platform engineer expects, stated so it can be argue
   charged to the container, so shm always sits inside the limit, never beside it;
 - CPUs = 90% of the node's share, requests = limits.
 
-Faults and cleanup (kubeflow/trainer@v1.9.4 behaviour, named in tests/test_training_job.py):
+Faults and cleanup (kubeflow/trainer@v1.9.4 behaviour, named in tests/test_job_faults.py):
 - Every job ends with `cleanPodPolicy: Running`: the operator's default is None, which deletes nothing, and MPI
   workers run `sleep 365d`; Running deletes the Running and Pending pods (the GPU holders) and keeps finished
   pods' logs.
-- Nothing restarts in place on GPU pods (restartPolicy Never): the operator's budget (PastBackoffLimit) sums
-  restarts over all pods, and a failing init container under OnFailure retries forever while the gang holds
-  every node. A preflight failure therefore fails the pod and the job, and the cleanup frees the gang.
-- Recovery is the launcher's. PyTorch: torchrun with c10d rendezvous (also for fixed sizes, N:N) on a store that
-  is not a training pod (`<job>-rdzv`, CPU only, outside the gang): a crashed process or a lost node restarts the
-  worker group (`--max-restarts`), the operator recreates a deleted pod, and survivors re-rendezvous with it and
-  resume from the checkpoint; no container restarts, so no budget is spent. A gang that cannot re-form within
-  the join timeout fails and gives its nodes back. MPI: the launcher relaunches mpirun (OnFailure, one restart
-  per fault, backoffLimit = maxRestarts + 1), after waiting for every worker to be reachable.
+- No container restarts in place: the operator's budget (PastBackoffLimit) sums restarts over all pods, and a
+  failing init container under OnFailure retries forever while the gang holds every node.
+- PyTorch workers run under ExitCode: a pod that is deleted, evicted or drained (SIGTERM, answered with 143) is
+  recreated, and a Terminating pod does not fail the job (under Never it would: pkg/core/status.go counts it
+  Failed). The preflight is the first step of the main container, so its failure (exit 3) is the exit code the
+  operator reads and fails the job on. Recovery is torchrun's: c10d rendezvous (also for fixed sizes, N:N) on a
+  store that is not a training pod (`<job>-rdzv`, CPU only, outside the gang): a crashed process or a lost node
+  restarts the worker group (`--max-restarts`), survivors re-rendezvous with the replacement and resume from
+  the checkpoint. A gang that cannot re-form within the join timeout fails (exit 1) and gives its nodes back.
+- MPI: workers under Never (the operator never recreates one; a lost worker fails the job and frees the
+  gang); the launcher, under Never too, waits for its workers and relaunches mpirun itself after a failure.
+- TensorFlow: Never; its workers cannot take a replacement into a running cluster.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -35,8 +40,8 @@ from pathlib import Path
 
 import pulumi
 
-from components import fabric, k8s
-from components.config import ConfigError, FabricConfig, JobSpec, job_problems
+from components import fabric, k8s, nccl
+from components.config import ConfigError, FabricConfig, JobSpec, job_problems, tcp_on_rdma
 from components.profile import normalize
 
 SHM_GIB_PER_GPU = 16
@@ -45,6 +50,7 @@ RDZV_PORT = 29400
 # How long survivors wait for a replacement pod before the job fails and frees its nodes: the kubelet's
 # not-ready eviction (300 s by default), Volcano placing the new pod and an image already on the node.
 RDZV_JOIN_TIMEOUT = 900
+RDZV_READ_TIMEOUT = 600
 CLEAN_POD_POLICY = "Running"
 RDZV_NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 FILES_MOUNT = "/workspace/files"
@@ -93,13 +99,19 @@ def _share(total: int, gpus: int, per_node: int) -> int:
     return max(1, math.floor(total * gpus / per_node * NODE_SHARE))
 
 
+def _cores(cpus: int) -> int:
+    """Whole cores (an even count of hyperthreads): a kubelet with the static CPU manager's full-pcpus-only
+    policy refuses a Guaranteed pod asking for an odd count (SMTAlignmentError), which would fail the job."""
+    return cpus if cpus < 2 else cpus - cpus % 2
+
+
 def sizing(spec: JobSpec, profile: dict) -> tuple[int, int, int, int]:
     """(gpus, memory GiB, shm GiB, cpus) of each pod."""
     per_node = profile["gpu"]["perNode"]
     gpus = spec.gpus_per_node or per_node
     memory = spec.memory_gib or _share(profile["nodes"]["memoryGiB"], gpus, per_node)
     shm = spec.shm_gib or max(1, min(SHM_GIB_PER_GPU * gpus, memory // 4))
-    cpus = spec.cpus or _share(profile["nodes"]["cpus"], gpus, per_node)
+    cpus = spec.cpus or _cores(_share(profile["nodes"]["cpus"], gpus, per_node))
     return gpus, memory, shm, cpus
 
 
@@ -147,11 +159,20 @@ def command_problems(spec: JobSpec) -> list[tuple[str, str]]:
 def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
     found = job_problems(spec, profile) + command_problems(spec)
+    fab = FabricConfig.model_validate(profile["fabric"])
+    for name, value in spec.env_overrides.items():
+        if (p := tcp_on_rdma(fab, name, value)) is not None:
+            found.append(("envOverrides", p))
+    if (value := spec.env_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
+        ifaces = [fab.pod_interface, *(r.pod_interface(i) for i, r in enumerate(fabric.rails(fab)))]
+        if not [i for i in nccl.ifname_selects(value, ifaces) if i != "lo"]:
+            found.append(("envOverrides.NCCL_SOCKET_IFNAME",
+                          f"{value} selects none of the pod's interfaces ({', '.join(ifaces)}): NCCL bootstrap "
+                          f"could not reach other pods; use ={fab.pod_interface}"))
     if spec.max_restarts is not None and spec.framework == "tensorflow":
         found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
                                      "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
     per_node = profile["gpu"]["perNode"]
-    fab = FabricConfig.model_validate(profile["fabric"])
     if (p := fabric.partial_node_problem(fab, spec.gpus_per_node or per_node, per_node)) is not None:
         found.append(("gpusPerNode", p))
     for name, local in spec.files.items():
@@ -206,8 +227,10 @@ def _labels(r: Resolved, role: str) -> dict[str, str]:
     return {**k8s.labels(r.profile["cluster"], COMPONENT), JOB_LABEL: r.spec.name, ROLE_LABEL: role}
 
 
-def pod_template(r: Resolved, command: list[str], role: str = "worker") -> dict:
-    """A GPU pod of this job: fabric wiring, GPU placement, shm, checkpoints, datasets, gang scheduler."""
+def pod_template(r: Resolved, command: list[str], role: str = "worker", preflight_in_main: bool = False) -> dict:
+    """A GPU pod of this job: fabric wiring, GPU placement, shm, checkpoints, datasets, gang scheduler, and the
+    preflight: an init container, or with `preflight_in_main` the first step of the main container (for
+    ExitCode replicas, whose operator reads only the main container's exit code)."""
     spec, prof = r.spec, r.profile
     limits: dict = {"nvidia.com/gpu": r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
     limits.update(r.wiring.resources)
@@ -253,18 +276,39 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker") -> dict:
     if r.scheduler:
         pod["schedulerName"] = r.scheduler
         pod["priorityClassName"] = r.priority_class
-    if r.spec.preflight and prof.get("preflight") and r.wiring.capabilities:
-        pod["initContainers"] = [preflight_container(r, limits)]
+    if has_preflight(r):
         volumes.append({"name": "preflight", "configMap": {"name": prof["preflight"]["configMap"]}})
+        if preflight_in_main:
+            container["env"] += [{"name": "FASTPATH_PREFLIGHT", "value": preflight_script(r)},
+                                 *({"name": k, "value": v} for k, v in preflight_env(r).items())]
+            container["volumeMounts"].append({"name": "preflight", "mountPath": "/fastpath", "readOnly": True})
+            container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+        else:
+            pod["initContainers"] = [preflight_container(r, limits)]
     metadata: dict = {"labels": _labels(r, role)}
-    if r.wiring.annotations:
-        metadata["annotations"] = dict(r.wiring.annotations)
+    notes = {**r.wiring.annotations, **primary_interface_annotation(r)}
+    if notes:
+        metadata["annotations"] = notes
     return {"metadata": metadata, "spec": pod}
 
 
-def preflight_container(r: Resolved, limits: dict) -> dict:
-    """Checks the pod is on the fast path before the job starts. It requests the same GPUs and rail devices (the
-    kubelet hands an init container's devices on to the app container) and little memory."""
+def primary_interface_annotation(r: Resolved) -> dict[str, str]:
+    """A pod whose primary interface is not eth0 (fabric.podInterface) says so, so the policy pack judges
+    NCCL_SOCKET_IFNAME against the interfaces the pod has."""
+    iface = FabricConfig.model_validate(r.profile["fabric"]).pod_interface
+    return {} if iface == "eth0" else {nccl.PRIMARY_INTERFACE_ANNOTATION: iface}
+
+
+def has_preflight(r: Resolved) -> bool:
+    return bool(r.spec.preflight and r.profile.get("preflight") and r.wiring.capabilities)
+
+
+def preflight_script(r: Resolved) -> str:
+    return f"/fastpath/{r.profile['preflight']['key']}"
+
+
+def preflight_env(r: Resolved) -> dict[str, str]:
+    """What components/preflight.sh checks this pod for."""
     fab = FabricConfig.model_validate(r.profile["fabric"])
     rdma_devices = sum(r.wiring.resources.values())
     hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
@@ -274,12 +318,18 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
         # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
         env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
                                               for iface, rail in zip(r.wiring.interfaces, r.wiring.rails, strict=True))
+    return env
+
+
+def preflight_container(r: Resolved, limits: dict) -> dict:
+    """Checks the pod is on the fast path before the job starts. It requests the same GPUs and rail devices (the
+    kubelet hands an init container's devices on to the app container) and little memory."""
     small = {**limits, "memory": "256Mi", "cpu": 1}
     return {
         "name": "preflight",
         "image": r.spec.image,
-        "command": ["sh", f"/fastpath/{r.profile['preflight']['key']}"],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "command": ["sh", preflight_script(r)],
+        "env": [{"name": k, "value": v} for k, v in preflight_env(r).items()],
         "resources": {"limits": small, "requests": dict(small)},
         # The reason a check failed, in the pod's status (kubectl describe), not only in its logs.
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -289,12 +339,11 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
     }
 
 
-def run_policy(r: Resolved, backoff_limit: int | None = None) -> dict:
+def run_policy(r: Resolved) -> dict:
     """`cleanPodPolicy: Running`: when the job ends the operator deletes its Running and Pending pods, so GPUs are
-    freed at once (the default None deletes nothing). `backoffLimit` only where a container restarts in place."""
+    freed at once (the default None deletes nothing). No backoffLimit: no replica restarts a container in place
+    (the launchers retry inside their container), so the operator's restart count has nothing to count."""
     policy: dict = {"cleanPodPolicy": CLEAN_POD_POLICY}
-    if backoff_limit is not None:
-        policy["backoffLimit"] = backoff_limit
     policy["ttlSecondsAfterFinished"] = r.spec.ttl_seconds_after_finished
     if r.scheduler:
         policy["schedulingPolicy"] = {"minAvailable": r.min_available, "queue": r.queue,
@@ -314,6 +363,29 @@ def torchrun_command(command: list[str]) -> list[str]:
         if rest and (rest[0] == "-m" or not rest[0].startswith("-")):
             return ["torchrun", *rest]
     return ["torchrun", "--no-python", *command]
+
+
+# The PyTorch worker's entrypoint (restartPolicy ExitCode: the operator reads this container's exit code, kubeflow/
+# trainer@v1.9.4 pkg/controller.v1/common/pod.go, and recreates the pod only for codes >= 128, pkg/util/train):
+# - the preflight first: a failure exits 3, which the operator does not retry: the job fails, the gang is freed;
+# - torchrun as a child, so SIGTERM (drain, eviction, preemption) is answered with 143: retryable, the pod comes
+#   back and rejoins; torchrun itself exits 1 on SIGTERM, which would fail the job;
+# - torchrun's own exit otherwise, signals (an OOM kill) as 1: its --max-restarts already spent the retries.
+LAUNCH = """\
+if [ -n "${FASTPATH_PREFLIGHT:-}" ]; then
+  sh "$FASTPATH_PREFLIGHT" || { echo "fastpath: preflight failed: the job stops here, nodes released" >&2; exit 3; }
+fi
+"$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' TERM INT
+wait "$child"
+rc=$?
+if [ "$rc" -gt 128 ]; then
+  echo "fastpath: $1 was killed by signal $((rc - 128)) (out of memory?)" >&2
+  exit 1
+fi
+exit "$rc"
+"""
 
 
 def rdzv_host(r: Resolved) -> str:
@@ -349,10 +421,20 @@ def rendezvous(r: Resolved) -> list[dict]:
             "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
             "resources": {"limits": small, "requests": dict(small)},
         }],
-        # It may take a GPU node's spare CPU (training pods leave 10%), never its GPUs.
+        # Every agent fails when the store goes, so keep it off the GPU nodes and off this job's nodes when it can
+        # (a lost GPU node then never takes it along), but let it fall back to a GPU node's spare CPU.
         "tolerations": [{"key": r.profile["gpu"]["taintKey"], "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+                "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}}]},
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]},
+        },
         "enableServiceLinks": False,
     }
+    if r.priority_class:
+        pod["priorityClassName"] = r.priority_class  # evicted no sooner than the job it serves
     meta = k8s.meta(name, r.profile["cluster"], COMPONENT, namespace=r.namespace, extra_labels=labels)
     return [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
@@ -373,19 +455,22 @@ def pytorch_job(r: Resolved) -> dict:
     group on a fault and admits the operator's replacement for a lost pod. `Never`: no container restarts in
     place, so a failed preflight or an exhausted torchrun fails the job instead of looping."""
     spec = r.spec
-    template = pod_template(r, torchrun_command(spec.command))
+    template = pod_template(r, ["sh", "-c", LAUNCH, "fastpath", *torchrun_command(spec.command)],
+                            preflight_in_main=True)
     body: dict = {
         "nprocPerNode": str(r.gpus),
         "elasticPolicy": {
             "minReplicas": spec.min_nodes, "maxReplicas": spec.max_nodes, "maxRestarts": r.max_restarts,
             "rdzvBackend": "c10d", "rdzvHost": rdzv_host(r), "rdzvPort": RDZV_PORT, "rdzvId": spec.name,
             # is_host=false: no agent hosts the store (its name is not theirs anyway); join_timeout: how long
-            # survivors wait for a replacement before giving up.
+            # survivors wait for a replacement before giving up; read_timeout: how long an agent waits for the
+            # store pod to answer (it may still be pulling its image when the workers start).
             "rdzvConf": [{"key": "is_host", "value": "false"},
-                         {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)}],
+                         {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)},
+                         {"key": "read_timeout", "value": str(RDZV_READ_TIMEOUT)}],
         },
         "runPolicy": run_policy(r),
-        "pytorchReplicaSpecs": {"Worker": {"replicas": spec.max_nodes, "restartPolicy": "Never",
+        "pytorchReplicaSpecs": {"Worker": {"replicas": spec.max_nodes, "restartPolicy": "ExitCode",
                                            "template": template}},
     }
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": _meta(r), "spec": body}
@@ -402,22 +487,42 @@ def mpirun_command(r: Resolved) -> list[str]:
     return [*cmd, *r.spec.command]
 
 
-# The v1 launcher starts as soon as it is created, not when its workers run (kubeflow/trainer@v1.9.4
-# pkg/controller.v1/mpi): mpirun would exec into a worker still in its preflight and fail. Wait until each worker
-# takes an exec (kubexec.sh, as Open MPI will), stop at once on a worker that failed (its preflight: the reason is
-# in its status), then exec mpirun with the exact arguments ("$@").
-LAUNCHER_WAIT = """\
-for w in $(awk '{print $1}' /etc/mpi/hostfile); do
-  n=0
-  until /etc/mpi/kubexec.sh "$w" true >/dev/null 2>&1; do
-    if [ "$(/opt/kube/kubectl get pod "$w" -o 'jsonpath={.status.phase}' 2>/dev/null)" = Failed ]; then
-      echo "fastpath: worker $w failed before mpirun could start; kubectl describe pod $w" >&2; exit 2
-    fi
-    n=$((n + 1)); [ "$n" -lt 300 ] || { echo "fastpath: worker $w unreachable for 10 minutes" >&2; exit 3; }
-    sleep 2
+# The MPI launcher's entrypoint. The v1 launcher starts as soon as it is created, not when its workers run
+# (kubeflow/trainer@v1.9.4 pkg/controller.v1/mpi), and the operator never recreates a worker: so wait until each
+# worker takes an exec (kubexec.sh, as Open MPI will) for at most 10 minutes, stop at once on a worker that failed
+# (its preflight) or is being deleted (its node is gone), then run mpirun, and after a failure clear what is left
+# of the ranks on the workers and relaunch it, FASTPATH_MAX_RESTARTS times. The launcher runs under Never, so
+# the pod that ends keeps its log (cleanPodPolicy Running deletes only Running and Pending pods).
+LAUNCHER = """\
+mpi=${FASTPATH_MPI_DIR:-/etc/mpi}
+kubectl=${FASTPATH_KUBECTL:-/opt/kube/kubectl}
+workers() { awk '{print $1}' "$mpi/hostfile"; }
+wait_workers() {
+  deadline=$(( $(date +%s) + 600 ))
+  for w in $(workers); do
+    until "$mpi/kubexec.sh" "$w" true >/dev/null 2>&1; do
+      state=$("$kubectl" get pod "$w" -o 'jsonpath={.status.phase} {.metadata.deletionTimestamp}' 2>/dev/null)
+      case "$state" in
+        Failed*|*T*) echo "fastpath: worker $w is gone ($state): kubectl describe pod $w" >&2; exit 2;;
+      esac
+      [ "$(date +%s)" -lt "$deadline" ] || { echo "fastpath: worker $w unreachable for 10 minutes" >&2; exit 3; }
+      sleep 2
+    done
   done
+}
+wait_workers
+attempt=0
+while :; do
+  "$@" && exit 0
+  rc=$?
+  attempt=$((attempt + 1))
+  if [ "$attempt" -gt "${FASTPATH_MAX_RESTARTS:-0}" ]; then
+    echo "fastpath: $1 failed $attempt times (last exit $rc)" >&2; exit "$rc"
+  fi
+  echo "fastpath: $1 exited $rc; relaunch $attempt of $FASTPATH_MAX_RESTARTS" >&2
+  for w in $(workers); do "$mpi/kubexec.sh" "$w" 'kill -9 -1' >/dev/null 2>&1; done
+  wait_workers
 done
-exec "$@"
 """
 
 
@@ -431,15 +536,14 @@ LAUNCHER_PRTE_ENV = [{"name": "PRTE_MCA_plm_ssh_agent", "value": "/etc/mpi/kubex
 
 def mpi_job(r: Resolved) -> dict:
     """MPIJob v1: workers only wait (`sleep 365d`, Never: a failed preflight fails the pod), the launcher waits for
-    them and runs mpirun, and relaunches it after a fault (OnFailure). PastBackoffLimit counts restarts over all
-    Running pods and fails the job at `>= backoffLimit`; a fault restarts one container, the launcher: so
-    maxRestarts faults need backoffLimit maxRestarts + 1."""
+    them, runs mpirun and relaunches it after a failure, maxRestarts times, all inside its one container
+    (Never): no restart budget to size, and the launcher's log survives the job's cleanup."""
     worker = pod_template(r, ["sleep", "365d"])  # the v1 launcher execs into workers (kubexec), they only wait
     launcher_container = {
         "name": "launcher",
         "image": r.spec.image,
-        "command": ["sh", "-c", LAUNCHER_WAIT, "launcher", *mpirun_command(r)],
-        "env": env_list(r) + LAUNCHER_PRTE_ENV,
+        "command": ["sh", "-c", LAUNCHER, "launcher", *mpirun_command(r)],
+        "env": env_list(r) + LAUNCHER_PRTE_ENV + [{"name": "FASTPATH_MAX_RESTARTS", "value": str(r.max_restarts)}],
         "resources": {"limits": {"cpu": 2, "memory": "4Gi"}, "requests": {"cpu": 2, "memory": "4Gi"}},
     }
     # The launcher is one of the gang (it counts in the PodGroup): it must be able to go where its workers go, or
@@ -448,16 +552,16 @@ def mpi_job(r: Resolved) -> dict:
     if r.scheduler:
         launcher_spec["schedulerName"] = r.scheduler
         launcher_spec["priorityClassName"] = r.priority_class
-    launcher = {"metadata": {"labels": _labels(r, "launcher")}, "spec": launcher_spec}
+    launcher: dict = {"metadata": {"labels": _labels(r, "launcher")}, "spec": launcher_spec}
+    if notes := primary_interface_annotation(r):
+        launcher["metadata"]["annotations"] = notes
     return {
         "apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": _meta(r),
         "spec": {
             "slotsPerWorker": r.gpus,
-            # maxRestarts 0: the first fault fails the job (Never), and the failed launcher keeps its log.
-            "runPolicy": run_policy(r, backoff_limit=r.max_restarts + 1 if r.max_restarts else None),
+            "runPolicy": run_policy(r),
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure" if r.max_restarts else "Never",
-                             "template": launcher},
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
                 "Worker": {"replicas": r.replicas, "restartPolicy": "Never", "template": worker},
             },
         },
@@ -476,20 +580,26 @@ def tf_job(r: Resolved) -> dict:
             "spec": {"runPolicy": run_policy(r), "tfReplicaSpecs": replicas}}
 
 
+def files_data(spec: JobSpec, root: Path | None = None) -> dict[str, str]:
+    base = root or Path.cwd()
+    return {name: (base / local).read_text() for name, local in sorted(spec.files.items())}
+
+
 def files_configmap_name(spec: JobSpec) -> str:
-    return f"{spec.name}-files"
+    """`<job>-files-<hash>`: an edited file is a new, immutable ConfigMap and a changed job (a review diff), never
+    new code under a running job's feet at its next torchrun restart."""
+    digest = hashlib.sha256(json.dumps(files_data(spec), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{spec.name}-files-{digest}"
 
 
-def files_configmap(r: Resolved, root: Path | None = None) -> dict | None:
+def files_configmap(r: Resolved) -> dict | None:
     """The job's `files`, read from the Pulumi project, as the ConfigMap its pods mount at /workspace/files."""
     if not r.spec.files:
         return None
-    base = root or Path.cwd()
-    data = {name: (base / local).read_text() for name, local in sorted(r.spec.files.items())}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": k8s.meta(files_configmap_name(r.spec), r.profile["cluster"], COMPONENT,
                                  namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}),
-            "data": data}
+            "immutable": True, "data": files_data(r.spec)}
 
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
@@ -529,11 +639,12 @@ def contract(r: Resolved) -> dict:
 def fault_summary(r: Resolved) -> str:
     """What a fault does to this job, in one line, for the contract."""
     if r.spec.framework == "pytorch":
-        return (f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); a lost pod "
-                f"is recreated and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job fails; cleanPodPolicy "
-                f"{CLEAN_POD_POLICY}")
+        return (f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
+                f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
+                f"fails; cleanPodPolicy {CLEAN_POD_POLICY}")
     if r.spec.framework == "mpi":
-        return (f"the launcher relaunches mpirun up to {r.max_restarts} times; cleanPodPolicy {CLEAN_POD_POLICY}")
+        return (f"the launcher relaunches mpirun up to {r.max_restarts} times while every worker is there; a lost "
+                f"worker fails the job; cleanPodPolicy {CLEAN_POD_POLICY}")
     return f"a fault fails the job (restartPolicy Never); cleanPodPolicy {CLEAN_POD_POLICY}"
 
 
@@ -564,10 +675,11 @@ class TrainingJob(pulumi.ComponentResource):
         self.manifest = manifest(resolved)
         self.contract = contract(resolved)
         # Passed on, or the job could be created before the Training Operator's CRD or the Volcano queue exists.
-        depends_on = list(k8s.inherited_depends_on(opts))
+        depends_on = k8s.inherited_depends_on(opts)
         files = files_configmap(resolved)
         if files is not None:  # before the pods that mount it
-            depends_on.append(k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))))
+            cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+            depends_on = k8s.plus(depends_on, cm)
         self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
         self.rendezvous = []
         if args.spec.framework == "pytorch":

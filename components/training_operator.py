@@ -151,5 +151,10 @@ class TrainingOperator(pulumi.ComponentResource):
             transformations=[omit_namespace, lambda obj: configure_deployment(obj, flags), wait],
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
         )
+        # Every object of the overlay (CRDs, the webhook, the Deployment, which Pulumi awaits until it is ready):
+        # what jobs wait for. They exist only once the provider has built the overlay, so this is an Output;
+        # a job's depends_on=[platform] alone would not hold it back (the SDK expands a component to the children
+        # it has so far).
+        self.ready = self.directory.resources.apply(lambda rs: list(rs.values()))
         # What the overlay gets beyond upstream, so the renderer's packages.yaml shows it for review.
         self.register_outputs({"overlay": self.url, "namespace": NAMESPACE, "managerArgs": flags})

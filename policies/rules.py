@@ -175,9 +175,11 @@ def annotations(t: PodTemplate) -> dict:
 
 
 def network_interfaces(t: PodTemplate) -> list[str]:
-    """The interfaces a pod has: eth0 and lo, plus one per Multus network (net1.. unless named)."""
+    """The interfaces a pod has: its primary (eth0, or what fastpath's primary-interface annotation names) and lo,
+    plus one per Multus network (net1.. unless named)."""
     raw = annotations(t).get(NETWORKS_ANNOTATION)
-    out = ["eth0", "lo"]
+    primary = annotations(t).get(nccl.PRIMARY_INTERFACE_ANNOTATION)
+    out = [str(primary) if isinstance(primary, str) and primary else "eth0", "lo"]
     if not raw:
         return out
     try:
@@ -482,20 +484,15 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
 
 
 def _ifname_matches(value: str, interfaces: list[str]) -> list[str]:
-    body = value.strip()
-    exclude = body.startswith("^")
-    body = body.lstrip("^")
-    exact = body.startswith("=")
-    tokens = [t.split(":")[0] for t in body.lstrip("=").split(",") if t]
-
-    def hit(iface: str) -> bool:
-        return any(iface == tok if exact else iface.startswith(tok) for tok in tokens)
-
-    return [i for i in interfaces if hit(i) != exclude]
+    return nccl.ifname_selects(value, interfaces)
 
 
 def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
+        if ctx.obj.get("kind") == "MPIJob" and t.role == "Launcher":
+            # The launcher runs mpirun, not NCCL: its NCCL_* are there for `mpirun -x` to hand to the workers,
+            # whose interfaces (rails included) are the ones that count; they are judged in the Worker template.
+            continue
         ifaces = network_interfaces(t)
         for c in containers(t):
             value = rank_literals(ctx, t, c).get("NCCL_SOCKET_IFNAME")

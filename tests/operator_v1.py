@@ -35,6 +35,37 @@ class Pod:
     replica: str
     phase: str  # Pending, Running, Succeeded, Failed
     restarts: int = 0
+    deleting: bool = False  # metadata.deletionTimestamp set (its node is gone, or it is being evicted)
+    exit_code: int | None = None  # the default container's, when it terminated
+
+
+def counts_failed(pod: Pod) -> bool:
+    """kubeflow/trainer@v1.9.4:pkg/core/status.go UpdateJobReplicaStatuses: a Failed pod, and a Running pod with a
+    deletionTimestamp ("when node is not ready"), count as failed."""
+    return pod.phase == "Failed" or (pod.phase == "Running" and pod.deleting)
+
+
+def pytorch_outcome(job: dict, pods: Iterable[Pod]) -> str:
+    """What one reconcile of a PyTorchJob makes of its pods: "recreated" (pods deleted and made again),
+    "Failed", or "Running". kubeflow/trainer@v1.9.4:pkg/controller.v1/common/pod.go ReconcilePods: under
+    ExitCode a Failed pod whose default container exit code is retryable (>= 128, or the 0xbeef placeholder when
+    it never terminated) is deleted and recreated, a non-retryable one fails the job;
+    pkg/controller.v1/pytorch/pytorchjob_controller.go UpdateJobStatus: failed pods under any other policy than
+    Never mean Restarting, under Never the job fails."""
+    out = "Running"
+    for name, spec in replicas(job).items():
+        policy = spec.get("restartPolicy")
+        for p in (p for p in pods if p.replica == name and counts_failed(p)):
+            if policy == "ExitCode":
+                if p.phase == "Failed" and not is_retryable(PLACEHOLDER_EXIT_CODE if p.exit_code is None
+                                                            else p.exit_code):
+                    return "Failed"
+                out = "recreated"
+            elif policy == "Never":
+                return "Failed"
+            else:
+                out = "recreated"
+    return out
 
 
 def counted_restarts(job: dict, pods: Iterable[Pod]) -> int:

@@ -59,7 +59,9 @@ def test_series_runs_one_size_at_a_time_in_one_job():
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]
     assert launcher["restartPolicy"] == "Never"  # a failed run is a verdict, and its log stays
     cmd = launcher["template"]["spec"]["containers"][0]["command"]
-    assert cmd[:4] == ["sh", "-c", training_job.LAUNCHER_WAIT, "launcher"] and cmd[4:6] == ["sh", "-c"]
+    assert cmd[:4] == ["sh", "-c", training_job.LAUNCHER, "launcher"] and cmd[4:6] == ["sh", "-c"]
+    env = {e["name"]: e.get("value") for e in launcher["template"]["spec"]["containers"][0]["env"]}
+    assert env["FASTPATH_MAX_RESTARTS"] == "0"  # a failed run is not retried
     script = cmd[6].splitlines()
     mpiruns = [shlex.split(line.removesuffix(" || status=1")) for line in script if line.startswith("mpirun")]
     assert [c[c.index("-np") + 1] for c in mpiruns] == ["8", "16", "32", "64"]  # sequential, smallest first

@@ -468,11 +468,18 @@ def test_graph_parents_and_ordering(rendered):
         assert release["volcano"].urn in q.dependencies
     for r in regs(run, ":SriovNetworkNodePolicy") + regs(run, ":SriovIBNetwork") + regs(run, ":SriovNetworkPoolConfig"):
         assert release["network-operator"].urn in r.dependencies
+        # The NicClusterPolicy reaches `ready` (what it is awaited for) only while no node reboots: the SR-IOV
+        # firmware rewrite and reboots come after it (network-operator@v26.4.1 state_skel.go isDaemonSetReady).
+        assert ncp.urn in r.dependencies
+    (pool,) = regs(run, ":SriovNetworkPoolConfig")
+    for r in regs(run, ":SriovNetworkNodePolicy"):
+        assert pool.urn in r.dependencies, "the pool's drain limit and RDMA mode before any policy reboots a node"
     namespaces = {r.inputs["metadata"]["name"]: r.urn for r in regs(run, ":Namespace")}
     for r in regs(run, ":SriovIBNetwork"):
         assert namespaces[r.inputs["metadata"]["namespace"]] in r.dependencies, "network CR before its namespace"
-    # NFS over RDMA mounts only once the NIC stack is ready on the GPU nodes.
-    assert ncp.urn in release["csi-driver-nfs"].dependencies
+    # prod-ib's hosts carry DOCA-OFED (and load rpcrdma themselves): the policy's readiness says nothing about
+    # NFS over RDMA there, so storage does not wait for it (with the operator's DOCA driver it does: below).
+    assert ncp.urn not in release["csi-driver-nfs"].dependencies
     # With the gang flag the operator exits while Volcano's PodGroup CRD is missing: every object of the
     # overlay (the Deployment included) waits for the Volcano release.
     (directory,) = regs(run, "kustomize:Directory")
@@ -517,7 +524,7 @@ def test_profile_is_plain_serializable_data(rendered):
 
 # (stack, package, exactly what it waits for)
 WAITS = [
-    ("prod-ib", "csi-driver-nfs", ["NicClusterPolicy/nic-cluster-policy"]),
+    ("prod-ib", "csi-driver-nfs", []),
     ("prod-ib", "gpu-operator", ["Namespace/gpu-operator"]),
     ("prod-ib", "network-operator", ["Namespace/nvidia-network-operator"]),
     ("prod-ib", "volcano", ["Namespace/volcano-system"]),
@@ -558,3 +565,17 @@ def test_waits_for_includes_what_a_parent_component_waits_for():
     run = render.run_program("dev", program=program)
     (pkg,) = render.packages(run)
     assert pkg["waitsFor"] == ["Namespace/first"]
+
+
+def test_nfs_over_rdma_waits_for_the_operators_doca_driver():
+    """With the operator's DOCA driver, rpcrdma is loaded by its container (ENABLE_NFSRDMA,
+    Mellanox/network-operator@v26.4.1 docs/mofed-container-env-vars.md), so csi-driver-nfs, whose controller
+    mounts the share itself (kubernetes-csi/csi-driver-nfs@v4.13.4 pkg/nfs/controllerserver.go CreateVolume),
+    waits until the NicClusterPolicy is ready."""
+    from tools import render
+
+    p = stack_platform("prod-ib")
+    p["gpu"] = {**p["gpu"], "hostMofed": False}
+    run = render.run_program("prod-ib", extra_config={"fastpath:platform": p})
+    (pkg,) = [x for x in render.packages(run) if x["name"] == "csi-driver-nfs"]
+    assert pkg["waitsFor"] == ["NicClusterPolicy/nic-cluster-policy"]

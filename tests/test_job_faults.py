@@ -1,6 +1,12 @@
 """What the Training Operator v1.9.4 and the kubelet will do with the jobs fastpath emits when they finish, when a
-node is lost and when a preflight fails: the operator's rules (tests/operator_v1.py, each citing
-kubeflow/trainer@v1.9.4) applied to the real manifests of every committed stack and of every framework."""
+node is lost or drained and when a preflight fails: the operator's rules (tests/operator_v1.py, each citing
+kubeflow/trainer@v1.9.4) applied to the real manifests, and the entrypoint scripts run for real."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +34,8 @@ def test_finished_job_gives_its_gpus_back(fw, size):
     MPI workers (`sleep 365d`) would keep 8 GPUs and 8 VFs each until the TTL. Every kind states Running, which
     deletes every pod that still holds its node (Running, Pending) and keeps finished pods for their logs."""
     m = manifest(fw, size)
-    pods = [op.Pod(r, "Running") for r in gpu_replicas(m)] + [op.Pod("Worker", "Pending"),
-                                                            op.Pod("Worker", "Failed"), op.Pod("Worker", "Succeeded")]
+    pods = [op.Pod(r, "Running") for r in op.replicas(m)] + [op.Pod("Worker", "Pending"),
+                                                           op.Pod("Worker", "Failed"), op.Pod("Worker", "Succeeded")]
     deleted = op.deleted_when_finished(m, pods)
     assert {(p.replica, p.phase) for p in deleted} == {(p.replica, p.phase) for p in pods
                                                        if p.phase in ("Running", "Pending")}
@@ -39,60 +45,61 @@ def test_finished_job_gives_its_gpus_back(fw, size):
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)
+def test_nothing_restarts_in_place_so_no_budget_is_spent(fw, size):
+    """kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit sums container restarts over all Running pods of
+    OnFailure/Always/ExitCode replicas: with OnFailure one lost node of a static torchrun job restarted every
+    survivor's container and a 16-node job passed backoffLimit 3 at once. fastpath's pods run under Never or
+    ExitCode (pkg/core/pod.go SetRestartPolicy: pod restartPolicy Never), so the count stays 0, and no
+    backoffLimit is set."""
+    m = manifest(fw, size)
+    assert {op.pod_restart_policy(r["restartPolicy"]) for r in op.replicas(m).values()} == {"Never"}
+    assert "backoffLimit" not in m["spec"]["runPolicy"]
+
+
+@pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)
 def test_a_failed_preflight_ends_the_pod_and_the_job(fw, size):
-    """A GPU pod with the preflight init container must not retry it: under OnFailure the kubelet retries a
-    failing init container forever (Init:CrashLoopBackOff; the pod never Running, so
-    kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit never counts it) while the gang holds every node;
-    under ExitCode (pkg/core/pod.go SetRestartPolicy -> Never) the operator reads the default container's exit
-    code, which never ran: the placeholder 0xbeef is retryable (pkg/util/train IsRetryableExitCode >= 128) and
-    the pod is recreated forever. Never: the pod fails, the replica fails the job, cleanPodPolicy frees the gang."""
+    """A failed preflight must not loop while the gang holds every node. Under OnFailure the kubelet retries a
+    failing init container forever (the pod never Running, so PastBackoffLimit never counts it); under ExitCode
+    the operator reads the main container's exit code (kubeflow/trainer@v1.9.4 pkg/controller.v1/common/pod.go),
+    which never ran after an init failure: the placeholder 0xbeef is retryable (pkg/util/train
+    IsRetryableExitCode >= 128) and the pod is recreated forever. So: an init container only under Never, and
+    under ExitCode the preflight is the main container's first step, exiting 3 (not retryable)."""
     m = manifest(fw, size)
     for name, replica in gpu_replicas(m).items():
-        assert "initContainers" in replica["template"]["spec"], name
-        assert replica["restartPolicy"] == "Never", name
-        assert op.pod_restart_policy(replica["restartPolicy"]) == "Never"
-    assert op.is_retryable(op.PLACEHOLDER_EXIT_CODE)  # why ExitCode would loop
-    # The reason is in the pod's status, not only its logs.
-    init = next(iter(gpu_replicas(m).values()))["template"]["spec"]["initContainers"][0]
-    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+        spec = replica["template"]["spec"]
+        if replica["restartPolicy"] == "ExitCode":
+            assert "initContainers" not in spec, name
+            (c,) = spec["containers"]
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert env["FASTPATH_PREFLIGHT"] == "/fastpath/preflight.sh" and "PREFLIGHT_GPUS" in env
+            assert c["command"][:3] == ["sh", "-c", training_job.LAUNCH]
+            assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+            failed = op.Pod(name, "Failed", exit_code=3)
+            assert op.pytorch_outcome(m, [failed]) == "Failed"
+        else:
+            assert replica["restartPolicy"] == "Never", name
+            (init,) = spec["initContainers"]
+            assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert op.is_retryable(op.PLACEHOLDER_EXIT_CODE)  # why an init container under ExitCode would loop
 
 
-@pytest.mark.parametrize("nodes", [2, 16, 32])
-def test_a_lost_node_costs_no_restart_budget_at_any_size(nodes):
-    """kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit sums container restarts over all Running pods:
-    with OnFailure one lost node of a static torchrun job restarted every survivor's container and a 16-node job
-    passed backoffLimit 3 at once. fastpath's PyTorch workers never restart in place: the lost pod is recreated
-    by the operator and the survivors' torchrun agents re-rendezvous with it (c10d, torchrun --max-restarts),
-    so no restart is counted whatever the size."""
-    m = manifest("pytorch", "fixed", nodes=nodes)
-    survivors = [op.Pod("Worker", "Running", restarts=0) for _ in range(nodes - 1)]
-    replacement = [op.Pod("Worker", "Pending")]
-    assert op.counted_restarts(m, survivors + replacement) == 0
-    assert not op.past_backoff_limit(m, survivors + replacement)
-    env = op.pytorch_env(m)
-    assert env["PET_NNODES"] == f"{nodes}:{nodes}" and env["PET_MAX_RESTARTS"] == "3"
-
-
-def test_mpi_with_no_restarts_fails_at_the_first_fault():
-    """maxRestarts 0 (the acceptance job): the launcher runs under Never, no budget at all, and its failed pod
-    (with its log) survives cleanPodPolicy Running."""
-    m = manifest("mpi", "fixed", maxRestarts=0)
-    assert op.replicas(m)["Launcher"]["restartPolicy"] == "Never"
-    assert "backoffLimit" not in m["spec"]["runPolicy"]
-    assert op.deleted_when_finished(m, [op.Pod("Launcher", "Failed")]) == []
-
-
-@pytest.mark.parametrize("max_restarts", [1, 3])
-def test_mpi_survives_exactly_max_restarts_faults(max_restarts):
-    """An MPI fault restarts one container, the launcher (OnFailure); workers (Never) are only recreated.
-    PastBackoffLimit fails the job at restarts >= backoffLimit (kubeflow/trainer@v1.9.4:pkg/core/job.go), and
-    with backoffLimit 0 at the first restart, so maxRestarts faults need backoffLimit maxRestarts + 1."""
-    m = manifest("mpi", "fixed", maxRestarts=max_restarts)
-    workers = [op.Pod("Worker", "Running") for _ in range(4)]
-    ok = workers + [op.Pod("Launcher", "Running", restarts=max_restarts)]
-    over = workers + [op.Pod("Launcher", "Running", restarts=max_restarts + 1)]
-    assert not op.past_backoff_limit(m, ok)
-    assert op.past_backoff_limit(m, over)
+@pytest.mark.parametrize(("pod", "outcome"), [
+    (op.Pod("Worker", "Running", deleting=True), "recreated"),   # its node is gone: Terminating, not Failed
+    (op.Pod("Worker", "Failed", exit_code=143), "recreated"),    # drained, evicted, preempted: LAUNCH's 143
+    (op.Pod("Worker", "Failed", exit_code=1), "Failed"),         # torchrun gave up (max restarts, join timeout)
+    (op.Pod("Worker", "Failed", exit_code=3), "Failed"),         # preflight
+], ids=["node-lost", "drained", "torchrun-gave-up", "preflight"])
+def test_pytorch_job_survives_a_lost_or_drained_pod_and_fails_on_a_real_failure(pod, outcome):
+    """kubeflow/trainer@v1.9.4:pkg/core/status.go counts a Running pod with a deletionTimestamp as failed, and
+    pytorchjob_controller.go UpdateJobStatus fails the job for a failed pod under Never: a lost node or a drain
+    would fail every 16-node job. Under ExitCode the operator waits for the pod to go and makes it again
+    (retryable codes), and only torchrun's own failure or the preflight's end the job."""
+    m = manifest("pytorch", "fixed", nodes=16)
+    survivors = [op.Pod("Worker", "Running") for _ in range(15)]
+    assert op.pytorch_outcome(m, [*survivors, pod]) == outcome
+    never = {**m, "spec": {**m["spec"], "pytorchReplicaSpecs": {"Worker": {
+        **m["spec"]["pytorchReplicaSpecs"]["Worker"], "restartPolicy": "Never"}}}}
+    assert op.pytorch_outcome(never, [*survivors, pod]) == "Failed"  # what Never would have done
 
 
 def test_operator_env_points_torchrun_at_the_store_we_create():
@@ -104,17 +111,25 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     env = op.pytorch_env(m)
     deployment, service = training_job.rendezvous(r)
     assert env["PET_RDZV_ENDPOINT"] == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
-    assert env["PET_NNODES"] == "2:6" and env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900"
+    assert env["PET_NNODES"] == "2:6"
+    assert env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900,read_timeout=600"
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
     assert op.job_succeeds_when(m) == "any worker"
+    # Kept off GPU nodes and this job's nodes when it can be: a lost GPU node must not take the store along.
+    aff = deployment["spec"]["template"]["spec"]["affinity"]
+    assert aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
+    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
+        "labelSelector"]["matchLabels"][training_job.ROLE_LABEL] == "worker"
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)
-def test_every_container_is_guaranteed(fw, size):
+def test_every_container_is_guaranteed_and_on_whole_cores(fw, size):
     """CPU pinning and Topology Manager alignment need Guaranteed pods: every container, init containers
     included, with requests == limits. The operator's own `init-pytorch` is not (requests below limits,
     kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/initcontainer.go) but is injected only with a Master
-    replica, which fastpath's PyTorchJobs do not have."""
+    replica, which fastpath's PyTorchJobs do not have. CPUs come in whole cores: the static CPU manager's
+    full-pcpus-only refuses an odd count (SMTAlignmentError)."""
     m = manifest(fw, size)
     assert not (fw == "pytorch" and op.injects_init_pytorch(m))
     for name, replica in op.replicas(m).items():
@@ -123,6 +138,8 @@ def test_every_container_is_guaranteed(fw, size):
             res = c["resources"]
             assert res["limits"] == res["requests"], (name, c["name"])
             assert {"cpu", "memory"} <= set(res["limits"]), (name, c["name"])
+        main = spec["containers"][0]["resources"]["limits"]["cpu"]
+        assert name == "Launcher" or main % 2 == 0, (name, main)
 
 
 def test_rendezvous_store_script_is_what_the_restart_test_runs():
@@ -132,3 +149,101 @@ def test_rendezvous_store_script_is_what_the_restart_test_runs():
     (c,) = training_job.rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["python", "-c", training_job.RDZV_STORE]
     assert {"name": "FASTPATH_RDZV_PORT", "value": str(training_job.RDZV_PORT)} in c["env"]
+
+
+# ------------------------------------------------------------------------------------ the entrypoints, for real
+
+
+def launch(tmp_path: Path, child: list[str], preflight: str | None = None) -> subprocess.Popen:
+    env = {"PATH": os.environ["PATH"]}
+    if preflight is not None:
+        script = tmp_path / "preflight.sh"
+        script.write_text(preflight)
+        env["FASTPATH_PREFLIGHT"] = str(script)
+    return subprocess.Popen(["sh", "-c", training_job.LAUNCH, "fastpath", *child], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.parametrize(("child", "preflight", "code"), [
+    (["true"], None, 0),
+    (["sh", "-c", "exit 1"], None, 1),                     # torchrun gave up: not retryable, the job fails
+    (["sh", "-c", "kill -9 $$"], None, 1),                 # an OOM kill is not a reason to come back forever
+    (["true"], "echo 'preflight FAIL: 4 GPUs visible'; exit 1", 3),
+    (["true"], "exit 0", 0),
+], ids=["ok", "torchrun-failed", "oom-killed", "preflight-failed", "preflight-passed"])
+def test_pytorch_entrypoint_exit_codes(tmp_path, child, preflight, code):
+    p = launch(tmp_path, child, preflight)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == code, out
+    assert op.is_retryable(code) is False
+
+
+def test_pytorch_entrypoint_answers_sigterm_with_a_retryable_code(tmp_path):
+    """A drain or an eviction sends SIGTERM: torchrun alone exits 1 (not retryable: the job would fail); the
+    entrypoint stops it and exits 143, so the operator recreates the pod and it rejoins."""
+    marker = tmp_path / "child-got-term"
+    p = launch(tmp_path, ["sh", "-c", f"trap 'touch {marker}; exit 1' TERM; while :; do sleep 0.1; done"])
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 143 and op.is_retryable(143), out
+    assert marker.exists()  # torchrun was told to stop its workers
+
+
+def mpi_world(tmp_path: Path, workers: dict[str, str], mpirun_fails: int) -> tuple[list[str], dict]:
+    """A launcher pod's world: /etc/mpi (hostfile, kubexec.sh) and kubectl, as fakes; workers maps each worker to
+    `up`, `Failed` or `deleting`; the fake mpirun fails `mpirun_fails` times, then succeeds."""
+    mpi = tmp_path / "etc-mpi"
+    mpi.mkdir()
+    (mpi / "hostfile").write_text("".join(f"{w} slots=8\n" for w in workers))
+    log = tmp_path / "calls"
+    up = " ".join(w for w, s in workers.items() if s == "up")
+    (mpi / "kubexec.sh").write_text(f'#!/bin/sh\necho "exec $*" >> {log}\ncase " {up} " in *" $1 "*) exit 0;; esac\n'
+                                    "exit 1\n")
+    states = "".join(f'  {w}) echo "{"Failed" if s == "Failed" else "Running"}'
+                     f'{" 2026-11-22T10:00:00Z" if s == "deleting" else ""}";;\n' for w, s in workers.items())
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\ncase "$3" in\n{states}esac\n')
+    count = tmp_path / "count"
+    mpirun = tmp_path / "mpirun"
+    mpirun.write_text(f'#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n'
+                      f'echo "mpirun $*" >> {log}\n[ "$n" -ge {mpirun_fails} ]\n')
+    for f in (mpi / "kubexec.sh", kubectl, mpirun):
+        f.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "FASTPATH_MPI_DIR": str(mpi), "FASTPATH_KUBECTL": str(kubectl)}
+    return [str(mpirun), "-np", "16", "all_reduce_perf_mpi"], env
+
+
+@pytest.mark.parametrize(("workers", "fails", "max_restarts", "code", "mpiruns"), [
+    ({"w-0": "up", "w-1": "up"}, 0, 3, 0, 1),
+    ({"w-0": "up", "w-1": "up"}, 2, 3, 0, 3),        # relaunched twice, then through
+    ({"w-0": "up", "w-1": "up"}, 5, 3, 1, 4),        # 1 + maxRestarts attempts, then the job fails
+    ({"w-0": "up", "w-1": "Failed"}, 0, 3, 2, 0),    # a worker's preflight failed: stop at once
+    ({"w-0": "up", "w-1": "deleting"}, 0, 3, 2, 0),  # a worker's node is gone: stop at once
+], ids=["ok", "two-failures", "out-of-restarts", "worker-failed", "worker-deleting"])
+def test_mpi_launcher_waits_retries_and_stops(tmp_path, workers, fails, max_restarts, code, mpiruns):
+    """The v1 launcher starts before its workers run and the operator never recreates a worker
+    (kubeflow/trainer@v1.9.4 pkg/controller.v1/mpi): the launcher's entrypoint waits for each worker through
+    kubexec.sh, stops at once on a worker that failed or is being deleted, and relaunches mpirun itself."""
+    cmd, env = mpi_world(tmp_path, workers, fails)
+    env["FASTPATH_MAX_RESTARTS"] = str(max_restarts)
+    p = subprocess.run(["sh", "-c", training_job.LAUNCHER, "launcher", *cmd], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == code, p.stderr
+    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
+    assert sum(c.startswith("mpirun") for c in calls) == mpiruns
+    if 0 < mpiruns and fails:
+        assert any("kill -9 -1" in c for c in calls)  # leftover ranks cleared before a relaunch
+
+
+def test_jobs_wait_for_the_training_operators_own_objects(rendered):
+    """A job created before the operator's CRDs, its Deployment (webhook server) and its
+    ValidatingWebhookConfiguration is refused (failurePolicy Fail, kubeflow/trainer@v1.9.4
+    manifests/base/webhook), and the provider retries a missing CRD for ~30 s only. The SDK expands
+    depends_on=[platform] to the children it has so far, which do not include the kustomize Directory's objects
+    (created in an apply): jobs depend on those explicitly."""
+    run = rendered("dev").run
+    by = {r.urn: r for r in run.registrations}
+    (m,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
+    kinds = {by[d].type.split(":")[-1] for d in m.dependencies if d in by}
+    assert {"CustomResourceDefinition", "Deployment", "ValidatingWebhookConfiguration"} <= kinds

@@ -171,7 +171,8 @@ def wait_for(logs: list[Path], needle: str, timeout: float) -> bool:
     return False
 
 
-def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = False) -> tuple[list[str], list]:
+def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = False,
+             give_up_after: float = 300) -> tuple[list[str], list]:
     """Three torchrun agents (the job's three pods) on the c10d store pod; optionally SIGKILL one agent and its
     worker when `kill_at_step` ran (a node lost), then start it again (the operator's replacement pod)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -186,7 +187,10 @@ def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = Fals
             kill_like_a_node_failure(agents[-1])
             time.sleep(2)  # the replacement pod is scheduled and starts
             agents[-1] = start(cmd, env, logs[-1])
-        codes = [a.wait(timeout=300) for a in agents]
+        deadline = time.monotonic() + give_up_after
+        while time.monotonic() < deadline and any(a.poll() is None for a in agents):
+            time.sleep(0.5)
+        codes = [a.poll() for a in agents]  # None: still running when we gave up
     finally:
         for a in agents:
             if a.poll() is None:
@@ -219,6 +223,7 @@ def test_replacement_cannot_rejoin_with_torchs_shared_store(tmp_path):
     """Why the pods carry TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: with torch's default (the rank-0 agent's store
     shared with the workers) the replacement waits for a MASTER_ADDR nobody re-publishes and the gang fails
     (pytorch/pytorch#135712); torch 2.13.0 here."""
-    lines, codes = run_gang(tmp_path, kill_at_step=17, shared_store=True)
+    # With the shared store the gang resumes in ~20 s; this one is still stuck (or has failed) after 75.
+    lines, codes = run_gang(tmp_path, kill_at_step=17, shared_store=True, give_up_after=75)
     assert codes != [0] * AGENTS
     assert not any(line.startswith("resumed from step") for line in lines)

@@ -59,6 +59,10 @@ def test_job_pod_wiring(fab, fw, size):
         expected_env.append({"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"})
     expected_env.append({"name": "CHECKPOINT_DIR", "value": "/checkpoints/run"})
     assert wiring.env.get("NCCL_NET") == {"tcp": None, "efa": "Libfabric"}.get(fab, "IB")
+    if fw == "pytorch" and fab != "tcp":  # the preflight runs in the main container (ExitCode)
+        r_env = training_job.preflight_env(r)
+        expected_env += [{"name": "FASTPATH_PREFLIGHT", "value": "/fastpath/preflight.sh"},
+                         *({"name": k, "value": v} for k, v in r_env.items())]
     for _role, replica, tpl in gpu_templates(m):
         pod = tpl["spec"]
         (c,) = pod["containers"]
@@ -66,7 +70,7 @@ def test_job_pod_wiring(fab, fw, size):
         assert c["env"] == expected_env
         limits = c["resources"]["limits"]
         assert limits == c["resources"]["requests"]
-        assert limits["nvidia.com/gpu"] == 8 and limits["memory"] == "1800Gi" and limits["cpu"] == 201
+        assert limits["nvidia.com/gpu"] == 8 and limits["memory"] == "1800Gi" and limits["cpu"] == 200
         assert {k: v for k, v in limits.items() if k not in ("nvidia.com/gpu", "memory", "cpu")} == wiring.resources
         if fab == "tcp":
             assert "securityContext" not in c
@@ -84,10 +88,11 @@ def test_job_pod_wiring(fab, fw, size):
         assert anti["topologyKey"] == "kubernetes.io/hostname"
         pack = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
         assert pack["podAffinityTerm"]["topologyKey"] == "network.fastpath.dev/leaf"
-        assert replica["restartPolicy"] == "Never"  # GPU pods never restart in place (see the fault tests)
+        # No restart in place; PyTorch pods are recreated when evicted (see tests/test_job_faults.py).
+        assert replica["restartPolicy"] == ("ExitCode" if fw == "pytorch" else "Never")
     policy = m["spec"]["runPolicy"]
     assert policy["cleanPodPolicy"] == "Running" and policy["ttlSecondsAfterFinished"] == 259200
-    assert policy.get("backoffLimit") == (4 if fw == "mpi" else None)  # 3 faults: see test_job_faults
+    assert "backoffLimit" not in policy
     launcher = 1 if fw == "mpi" else 0
     assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher,
                                           "queue": "research", "priorityClass": "training-standard"}
@@ -108,10 +113,12 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     assert m["spec"]["elasticPolicy"] == {
         "minReplicas": lo, "maxReplicas": hi, "maxRestarts": 3, "rdzvBackend": "c10d", "rdzvHost": "run-rdzv",
         "rdzvPort": 29400, "rdzvId": "run",
-        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"}]}
+        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"},
+                     {"key": "read_timeout", "value": "600"}]}
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["command"] == ["torchrun", "train.py", "--lr", "3e-4"]
+    assert worker["command"] == ["sh", "-c", training_job.LAUNCH, "fastpath", "torchrun", "train.py", "--lr",
+                                 "3e-4"]
     deployment, service = training_job.rendezvous(r)
     assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
@@ -147,8 +154,8 @@ def test_mpi_launcher_forwards_every_pod_variable():
     assert m["spec"]["slotsPerWorker"] == 8
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     wrapper = launcher["containers"][0]["command"]
-    assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == training_job.LAUNCHER_WAIT and wrapper[3] == "launcher"
-    cmd = wrapper[4:]  # exec "$@": mpirun with exactly these arguments once every worker takes an exec
+    assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == training_job.LAUNCHER and wrapper[3] == "launcher"
+    cmd = wrapper[4:]  # "$@": mpirun with exactly these arguments once every worker takes an exec
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
     forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
     worker_env = [e["name"] for e in m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]]

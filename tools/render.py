@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import difflib
 import json
+import math
 import re
 import runpy
 import sys
@@ -91,15 +93,47 @@ def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise RenderError(f"{_rel(path)}: not valid YAML: {err}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise RenderError(f"{_rel(path)}: config: must be a mapping of keys to values (`config:` then "
+                          "`  fastpath:platform: ...`)")
     config, secrets = {}, []
     for key, value in (doc.get("config") or {}).items():
+        if not isinstance(key, str):
+            raise RenderError(f"{_rel(path)}: config.{key!r}: keys are strings: quote it")
         if ":" not in key:
             key = f"fastpath:{key}"  # the CLI namespaces bare keys with the project name
+        value = plain(value, key, _rel(path))
         value, secret = _mask(value)
         if secret:
             secrets.append(key)
         config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return config, secrets
+
+
+def plain(value: Any, where: str, source: Path) -> Any:
+    """YAML's extra types as the stack file's author meant them, or a refusal with the key path: a date or time
+    (`SNAPSHOT: 2024-06-01`) is the text written; sets, binary, non-string keys and non-finite numbers have no
+    JSON form and are refused."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise RenderError(f"{source}: {where}.{k!r}: keys are strings here: quote it (\"{k}\")")
+            out[k] = plain(v, f"{where}.{k}", source)
+        return out
+    if isinstance(value, list):
+        return [plain(v, f"{where}[{i}]", source) for i, v in enumerate(value)]
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        raise RenderError(f"{source}: {where}: a YAML set (!!set or `? item` entries): write a list instead")
+    if isinstance(value, bytes):
+        raise RenderError(f"{source}: {where}: binary data (!!binary): write the value as text")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RenderError(f"{source}: {where}: {value} is not a number a stack can hold: write a finite number")
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise RenderError(f"{source}: {where}: a {type(value).__name__} value: write a string, number, list or map")
 
 
 # ------------------------------------------------------------------------------------------- mock runtime
@@ -538,14 +572,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 with a diff when the committed output is stale")
     ap.add_argument("--stacks-dir", type=Path, help="folder of Pulumi.<stack>.yaml files; default stacks/")
     args = ap.parse_args(argv)
+    global STACKS
+    default_stacks = STACKS
     if args.stacks_dir:
-        global STACKS
         STACKS = args.stacks_dir.resolve()
+    try:
+        return _main(args)
+    finally:
+        STACKS = default_stacks  # in-process callers (tests) get the default back
+
+
+def _main(args: argparse.Namespace) -> int:
     out = args.out or RENDERED / args.stack
     try:
         files = render_files(args.stack)
     except RenderError as err:
         print(err, file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - never a traceback: one line, and 2, not --check's "stale" 1
+        print(f"{_rel(STACKS / f'Pulumi.{args.stack}.yaml')}: could not render: {type(err).__name__}: "
+              f"{str(err)[:300]}", file=sys.stderr)
         return 2
     if args.check:
         diffs = check(files, out)
