@@ -66,6 +66,7 @@ def _typed_classes() -> dict[tuple[str, str], Any]:
         ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
         ("v1", "Service"): k8s.core.v1.Service,
         ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+        ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
         ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
         ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
     }

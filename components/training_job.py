@@ -54,6 +54,7 @@ RDZV_READ_TIMEOUT = 600
 CLEAN_POD_POLICY = "Running"
 RDZV_NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 FILES_MOUNT = "/workspace/files"
+FILES_LIMIT = 1024 * 1024 - 16 * 1024  # a ConfigMap's 1 MiB, less room for its metadata
 NODE_SHARE = 0.9
 JOB_LABEL = "fastpath.dev/job"
 ROLE_LABEL = "fastpath.dev/role"
@@ -178,6 +179,11 @@ def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     for name, local in spec.files.items():
         if not (Path.cwd() / local).is_file():
             found.append((f"files.{name}", f"{local} is not a file under the Pulumi project ({Path.cwd()})"))
+    if all((Path.cwd() / local).is_file() for local in spec.files.values()):
+        size = sum((Path.cwd() / local).stat().st_size for local in spec.files.values())
+        if size > FILES_LIMIT:
+            found.append(("files", f"{size} bytes in all; a ConfigMap holds at most 1 MiB: put large files in the "
+                                   "image or a dataset claim"))
     return found or sizing_problems(spec, profile)
 
 
@@ -367,13 +373,27 @@ def torchrun_command(command: list[str]) -> list[str]:
 
 # The PyTorch worker's entrypoint (restartPolicy ExitCode: the operator reads this container's exit code, kubeflow/
 # trainer@v1.9.4 pkg/controller.v1/common/pod.go, and recreates the pod only for codes >= 128, pkg/util/train):
+# - SIGTERM (drain, eviction, preemption) is answered with 143 from the first line on: retryable, the pod comes
+#   back and rejoins (torchrun itself exits 1 on SIGTERM, which would fail the job);
 # - the preflight first: a failure exits 3, which the operator does not retry: the job fails, the gang is freed;
-# - torchrun as a child, so SIGTERM (drain, eviction, preemption) is answered with 143: retryable, the pod comes
-#   back and rejoins; torchrun itself exits 1 on SIGTERM, which would fail the job;
-# - torchrun's own exit otherwise, signals (an OOM kill) as 1: its --max-restarts already spent the retries.
+# - a start budget: the operator recreates an ExitCode pod without counting, so a pod that keeps dying (an OOM
+#   kill takes the whole container on cgroup v2, 137) would come back forever when no survivor's torchrun budget
+#   ends the job (a one-node job). Each start is counted in the job's own rendezvous store, and a pod started
+#   more than FASTPATH_MAX_STARTS times exits 1;
+# - torchrun as a child, its own exit passed on; a signal that killed it (not our SIGTERM) as 1.
 LAUNCH = """\
+trap 'exit 143' TERM INT
 if [ -n "${FASTPATH_PREFLIGHT:-}" ]; then
   sh "$FASTPATH_PREFLIGHT" || { echo "fastpath: preflight failed: the job stops here, nodes released" >&2; exit 3; }
+fi
+if [ -n "${FASTPATH_MAX_STARTS:-}" ]; then
+  starts=$(python -c 'import datetime, os, torch.distributed as d
+host, port = os.environ["PET_RDZV_ENDPOINT"].rsplit(":", 1)
+store = d.TCPStore(host, int(port), is_master=False, timeout=datetime.timedelta(seconds=600))
+print(store.add("fastpath/starts/" + os.environ.get("HOSTNAME", "pod"), 1))' 2>/dev/null) || starts=0
+  if [ "$starts" -gt "$FASTPATH_MAX_STARTS" ]; then
+    echo "fastpath: this pod started $starts times (at most $FASTPATH_MAX_STARTS): failing the job" >&2; exit 1
+  fi
 fi
 "$@" &
 child=$!
@@ -436,12 +456,18 @@ def rendezvous(r: Resolved) -> list[dict]:
     if r.priority_class:
         pod["priorityClassName"] = r.priority_class  # evicted no sooner than the job it serves
     meta = k8s.meta(name, r.profile["cluster"], COMPONENT, namespace=r.namespace, extra_labels=labels)
+    # Evicting it ends the job (every agent loses the store): no voluntary eviction (a drain waits, naming this
+    # budget, until the job is gone) and no cluster-autoscaler scale-down of its node.
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": dict(meta),
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}}}
     return [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
          "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
-                  "template": {"metadata": {"labels": labels}, "spec": pod}}},
+                  "template": {"metadata": {"labels": labels, "annotations": {
+                      "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}, "spec": pod}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
          "spec": {"selector": selector, "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]}},
+        pdb,
     ]
 
 
@@ -457,6 +483,10 @@ def pytorch_job(r: Resolved) -> dict:
     spec = r.spec
     template = pod_template(r, ["sh", "-c", LAUNCH, "fastpath", *torchrun_command(spec.command)],
                             preflight_in_main=True)
+    # One start, and one more per fault torchrun may recover from (each recreation of this pod is one).
+    template["spec"]["containers"][0]["env"].append({"name": "FASTPATH_MAX_STARTS", "value": str(r.max_restarts + 1)})
+    # torchrun takes up to 30 s to stop its workers on SIGTERM: room for that before the kubelet's SIGKILL.
+    template["spec"]["terminationGracePeriodSeconds"] = 90
     body: dict = {
         "nprocPerNode": str(r.gpus),
         "elasticPolicy": {
@@ -497,14 +527,20 @@ LAUNCHER = """\
 mpi=${FASTPATH_MPI_DIR:-/etc/mpi}
 kubectl=${FASTPATH_KUBECTL:-/opt/kube/kubectl}
 workers() { awk '{print $1}' "$mpi/hostfile"; }
+limit=$(command -v timeout >/dev/null 2>&1 && echo "timeout 30")
+gone() {
+  state=$("$kubectl" get pod "$1" -o 'jsonpath={.status.phase} {.metadata.deletionTimestamp}' 2>/dev/null)
+  case "$state" in
+    Failed*|Succeeded*|*T*) echo "fastpath: worker $1 is gone ($state): kubectl describe pod $1" >&2; return 0;;
+  esac
+  return 1
+}
 wait_workers() {
   deadline=$(( $(date +%s) + 600 ))
   for w in $(workers); do
-    until "$mpi/kubexec.sh" "$w" true >/dev/null 2>&1; do
-      state=$("$kubectl" get pod "$w" -o 'jsonpath={.status.phase} {.metadata.deletionTimestamp}' 2>/dev/null)
-      case "$state" in
-        Failed*|*T*) echo "fastpath: worker $w is gone ($state): kubectl describe pod $w" >&2; exit 2;;
-      esac
+    while :; do
+      if gone "$w"; then exit 2; fi
+      $limit "$mpi/kubexec.sh" "$w" true >/dev/null 2>&1 && break
       [ "$(date +%s)" -lt "$deadline" ] || { echo "fastpath: worker $w unreachable for 10 minutes" >&2; exit 3; }
       sleep 2
     done
@@ -538,7 +574,9 @@ def mpi_job(r: Resolved) -> dict:
     """MPIJob v1: workers only wait (`sleep 365d`, Never: a failed preflight fails the pod), the launcher waits for
     them, runs mpirun and relaunches it after a failure, maxRestarts times, all inside its one container
     (Never): no restart budget to size, and the launcher's log survives the job's cleanup."""
-    worker = pod_template(r, ["sleep", "365d"])  # the v1 launcher execs into workers (kubexec), they only wait
+    # The v1 launcher execs into workers (kubexec), they only wait; `sleep` as PID 1 ignores SIGTERM and would
+    # hold the GPUs for the whole grace period: 143 at once (a Failed worker fails the job, its gang freed).
+    worker = pod_template(r, ["sh", "-c", "trap 'exit 143' TERM INT; sleep 365d & wait"])
     launcher_container = {
         "name": "launcher",
         "image": r.spec.image,
@@ -680,7 +718,11 @@ class TrainingJob(pulumi.ComponentResource):
         if files is not None:  # before the pods that mount it
             cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
             depends_on = k8s.plus(depends_on, cm)
-        self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
+        # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it).
+        self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on,
+                                                                   replace_on_changes=["spec"],
+                                                                   delete_before_replace=True))
         self.rendezvous = []
         if args.spec.framework == "pytorch":
             # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.

@@ -109,7 +109,7 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     r = training_job.resolve(job("pytorch", "elastic"), profile_for("roce-shared"))
     m = training_job.manifest(r)
     env = op.pytorch_env(m)
-    deployment, service = training_job.rendezvous(r)
+    deployment, service, pdb = training_job.rendezvous(r)
     assert env["PET_RDZV_ENDPOINT"] == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
     assert env["PET_NNODES"] == "2:6"
     assert env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900,read_timeout=600"
@@ -247,3 +247,43 @@ def test_jobs_wait_for_the_training_operators_own_objects(rendered):
     (m,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
     kinds = {by[d].type.split(":")[-1] for d in m.dependencies if d in by}
     assert {"CustomResourceDefinition", "Deployment", "ValidatingWebhookConfiguration"} <= kinds
+
+
+def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
+    """ExitCode recreations are never counted by the operator (kubeflow/trainer@v1.9.4 pkg/core/job.go
+    PastBackoffLimit sees restarts of Running pods only, and a recreated pod starts at 0), so a one-node job
+    that is OOM-killed (137, retryable) would come back forever. The entrypoint counts each start of its pod in
+    the job's rendezvous store (the real store script) and fails the job past FASTPATH_MAX_STARTS."""
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = subprocess.Popen([sys.executable, "-c", training_job.RDZV_STORE], env={
+        **os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "listening" in store.stdout.readline()
+        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2",
+               "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
+        codes = []
+        for _ in range(3):
+            p = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env=env, capture_output=True,
+                               text=True, timeout=120)
+            codes.append(p.returncode)
+        assert codes == [0, 0, 1], p.stderr
+        assert "started 3 times (at most 2)" in p.stderr
+        other = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"],
+                               env={**env, "HOSTNAME": "run-worker-1"}, capture_output=True, text=True, timeout=120)
+        assert other.returncode == 0  # per pod, not per job
+    finally:
+        store.terminate()
+        store.wait(timeout=30)
+
+
+def test_sigterm_during_the_preflight_is_retryable_too(tmp_path):
+    p = launch(tmp_path, ["true"], preflight="sleep 2")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 143, out

@@ -137,7 +137,7 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     assert env["PET_RDZV_ENDPOINT"] == f"restart-rdzv:{training_job.RDZV_PORT}"
     env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{port}"
     env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", CHECKPOINT_DIR=str(tmp_path / "ckpt"),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     if shared_store:
         env.pop(training_job.RDZV_NO_SHARED_STORE)
     cmd = [str(Path(sys.executable).with_name("torchrun")) if a == "torchrun" else a for a in worker["command"]]

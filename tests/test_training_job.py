@@ -63,6 +63,8 @@ def test_job_pod_wiring(fab, fw, size):
         r_env = training_job.preflight_env(r)
         expected_env += [{"name": "FASTPATH_PREFLIGHT", "value": "/fastpath/preflight.sh"},
                          *({"name": k, "value": v} for k, v in r_env.items())]
+    if fw == "pytorch":  # one start and one per fault it may recover from (see tests/test_job_faults.py)
+        expected_env.append({"name": "FASTPATH_MAX_STARTS", "value": "4"})
     for _role, replica, tpl in gpu_templates(m):
         pod = tpl["spec"]
         (c,) = pod["containers"]
@@ -119,16 +121,21 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["command"] == ["sh", "-c", training_job.LAUNCH, "fastpath", "torchrun", "train.py", "--lr",
                                  "3e-4"]
-    deployment, service = training_job.rendezvous(r)
+    deployment, service, pdb = training_job.rendezvous(r)
     assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
+    # Evicting the store ends the job: no voluntary eviction, no autoscaler scale-down of its node.
+    assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+    assert deployment["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
     pod = deployment["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"] == c["resources"]["requests"]
     assert "schedulerName" not in pod  # not in the gang: it runs whatever Volcano admits
     assert deployment["spec"]["template"]["metadata"]["labels"][training_job.ROLE_LABEL] == "rendezvous"
     if (SHARED / "crds").is_dir():
-        assert schemas.validate(m) == [] and schemas.validate(deployment) == [] and schemas.validate(service) == []
+        assert [e for o in (m, deployment, service, pdb) for e in schemas.validate(o)] == []
 
 
 @pytest.mark.parametrize(("command", "expected"), [
@@ -349,3 +356,11 @@ def test_job_named_like_the_acceptance_job_is_refused():
     # In another namespace the name is free.
     config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2,
                                            "namespace": "research"}]}, "s")
+
+
+def test_files_over_a_configmaps_size_are_refused(tmp_path, monkeypatch):
+    big = tmp_path / "weights.bin"
+    big.write_bytes(b"x" * (1024 * 1024))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.files: 1048576 bytes in all; a ConfigMap holds"):
+        config.parse({"platform": stack_platform("prod-ib"), "jobs": [{**GOOD, "files": {"w": "weights.bin"}}]}, "s")

@@ -45,6 +45,13 @@ def _models(ann: object) -> list[type[BaseModel]]:
     return [m for a in typing.get_args(ann) for m in _models(a)]
 
 
+def lint_doc() -> str:
+    """The linter's own usage text: its input, output, config and exit codes are documented once, there."""
+    from tools import lint
+
+    return (lint.__doc__ or "").strip()
+
+
 def generate() -> str:
     lines = ["# Stack config reference", "",
              "Generated from `components/config.py` by `python -m tools.gendocs`; do not edit by hand.", "",
@@ -82,12 +89,12 @@ def generate_policies() -> str:
              "pulumi preview --policy-pack policies [--policy-pack-config policy.json]   # under the Pulumi engine",
              "python -m tools.lint rendered/prod-ib/manifests.yaml [--config policy.yaml] [--format json]   # offline",
              "```", "",
-             "`tools.lint` reads multi-document YAML files or folders, prints `rule level kind/namespace/name: "
-             "message` per violation (or a JSON list with `--format json`) and exits 1 when a mandatory rule fails. "
-             "Both take the same config, CrossGuard's policy-config format: `{rule-id: {enforcementLevel: "
-             "mandatory|advisory|disabled, <param>: value, exemptNamespaces: [..], exemptLabels: {k: v}}}`. Pod "
-             "templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, PyTorchJob, MPIJob "
-             "(v1 and v2beta1), TFJob, TrainJob, (Cluster)TrainingRuntime, Volcano Jobs and JobSets.", "",
+             "`tools.lint`, as its `--help` says (from tools/lint.py):", "", "```",
+             lint_doc(), "```", "",
+             "Pod templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, the Kubeflow "
+             "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
+             "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
+             "requests GPUs is searched for pod specs and reported (`judgeable`).", "",
              "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
              "`rdma-ipc-lock` can remediate (enforcementLevel `remediate` adds IPC_LOCK, nothing else).", "",
              "| id | level | title | what it checks | config |", "|---|---|---|---|---|"]
