@@ -922,6 +922,44 @@ def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
                       "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)")
 
 
+def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
+    """k8snetworkplumbingwg/sriov-network-operator (the build network-operator v26.4.1 bundles): a node in a
+    SriovNetworkPoolConfig whose maxUnavailable is unset may drain at any time, so every node of the pool drains
+    and reboots at once when VFs, firmware or the RDMA mode change (the first apply included)."""
+    if ctx.obj.get("kind") != "SriovNetworkPoolConfig":
+        return
+    if _d(ctx.obj.get("spec")).get("maxUnavailable") is None:
+        yield Finding("no spec.maxUnavailable: every node of this pool may drain and reboot at once when the SR-IOV "
+                      "configuration changes (firmware rewrite, numVfs, rdmaMode): the whole GPU pool goes down "
+                      "together; set maxUnavailable (a count or a percentage)")
+
+
+LEGACY_EVICTING_ACTIONS = ("preempt", "reclaim")
+
+
+def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
+    """volcano-sh/volcano@v1.15.1 pkg/scheduler/actions/{preempt,reclaim}: the legacy actions evict task by task
+    per node and split several gangs in half; gangpreempt/gangreclaim evict whole jobs."""
+    if ctx.obj.get("kind") != "ConfigMap":
+        return
+    raw = _d(ctx.obj.get("data")).get("volcano-scheduler.conf")
+    if not isinstance(raw, str):
+        return
+    m = re.search(r"^actions:\s*[\"']?([^\"'\n]*)", raw, re.M)
+    if m is None:
+        return
+    actions = [a.strip() for a in m.group(1).split(",")]
+    legacy = [a for a in actions if a in LEGACY_EVICTING_ACTIONS]
+    if legacy:
+        yield Finding(f"Volcano actions {', '.join(legacy)} evict pods one at a time per node: gang jobs (whole "
+                      "PodGroups) end up half-evicted, still holding the rest of their nodes; use gangpreempt and "
+                      "gangreclaim (Volcano >= 1.13), which evict whole jobs")
+    bad = [a for a in actions if a and a != a.lower()]
+    if bad:
+        yield Finding(f"Volcano action names are lowercase ({', '.join(bad)}): a misspelt action makes the scheduler "
+                      "keep its previous configuration and only log an error")
+
+
 # Integer fields the rules read, per kind: (path, rules that could not judge without it).
 INT_FIELDS = [
     (("spec", "minAvailable"), "gang-scheduling"),
@@ -1074,6 +1112,12 @@ RULES: list[Rule] = [
     Rule("nad-cluster-ipam", "Secondary networks use cluster-wide IPAM",
          "A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
          MANDATORY, nad_cluster_ipam),
+    Rule("sriov-pool-drain", "SR-IOV pools drain a few nodes at a time",
+         "A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at once "
+         "when SR-IOV settings change).", MANDATORY, sriov_pool_drain),
+    Rule("volcano-gang-actions", "Volcano evicts whole gangs",
+         "A Volcano scheduler configuration (ConfigMap key volcano-scheduler.conf) uses gangpreempt/gangreclaim, not "
+         "the legacy preempt/reclaim that split gangs, and lowercase action names.", ADVISORY, volcano_gang_actions),
     Rule("judgeable", "What the rules could not judge is said",
          "Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers as a "
          "mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus }}`), "

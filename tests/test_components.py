@@ -579,3 +579,16 @@ def test_nfs_over_rdma_waits_for_the_operators_doca_driver():
     run = render.run_program("prod-ib", extra_config={"fastpath:platform": p})
     (pkg,) = [x for x in render.packages(run) if x["name"] == "csi-driver-nfs"]
     assert pkg["waitsFor"] == ["NicClusterPolicy/nic-cluster-policy"]
+
+
+def test_our_volcano_conf_passes_the_gang_actions_rule():
+    """The scheduler configuration fastpath installs, as the chart renders it into the scheduler's ConfigMap
+    (volcano-sh/volcano@v1.15.1 installer/helm/chart/volcano/templates/scheduler.yaml), is what the policy pack's
+    volcano-gang-actions rule asks of anyone's."""
+    from tools.lint import lint
+
+    conf = volcano.values(cfg("prod-ib"))["custom"]["scheduler_config_override"]
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap",
+                                                               "namespace": "volcano-system"},
+          "data": {"volcano-scheduler.conf": conf}}
+    assert [v for v in lint([cm]) if v.rule == "volcano-gang-actions"] == []
