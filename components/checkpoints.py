@@ -20,7 +20,7 @@ SUBDIR = "${pvc.metadata.namespace}/${pvc.metadata.name}"
 
 # csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml `controller.tolerations`: Helm replaces a list
 # value wholesale, so adding the GPU taint means repeating these.
-CONTROLLER_TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoSchedule"} for key in (
+CONTROLLER_TOLERATIONS = [k8s.toleration(key) for key in (
     "node-role.kubernetes.io/master", "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/control-plane",
     "CriticalAddonsOnly")]
 

@@ -237,11 +237,10 @@ class FabricConfig(_Model):
             if (p := tcp_on_rdma(self, name, value)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p}")
         if (value := self.nccl_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-            ifaces = [self.pod_interface, *(f"net{i + 1}" for i in range(len(self.rails)))]
-            if not [i for i in nccl.ifname_selects(value, ifaces) if i != "lo"]:
-                raise ValueError(f"fabric.ncclOverrides.NCCL_SOCKET_IFNAME={value} selects none of a training pod's "
-                                 f"interfaces ({', '.join(ifaces)}): NCCL bootstrap could not reach other pods; "
-                                 f"use ={self.pod_interface} (or change fabric.podInterface)")
+            from components.fabric import pod_interfaces
+
+            if (p := nccl.socket_ifname_problem(value, pod_interfaces(self))) is not None:
+                raise ValueError(f"fabric.ncclOverrides.{p} (or change fabric.podInterface)")
         if self.nccl_net is not None and self.kind == "tcp":
             raise ValueError("fabric.ncclNet is for RDMA fabrics; fabric.kind 'tcp' uses NCCL's Socket transport: "
                              "remove fabric.ncclNet")

@@ -109,13 +109,9 @@ def rails(fabric: FabricConfig) -> list[Rail]:
     return out
 
 
-def rails_for(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> list[Rail]:
-    """The rails a pod with `gpus` of the node's `gpus_per_node` GPUs uses: every rail. The device plugin may hand
-    a partial-node pod any of the node's GPUs, so only a pod on every rail lets NCCL pick the PCIe-local NIC per
-    GPU (GPUDirect RDMA); a fixed subset would pair socket-1 GPUs with socket-0 NICs. SR-IOV (a VF per rail per
-    pod) and the shared device plugin allow it; `hostdevice` hands a whole PF to one pod, so there partial-node
-    pods are refused (training_job.problems)."""
-    return rails(fabric)
+def pod_interfaces(fabric: FabricConfig) -> list[str]:
+    """A training pod's interfaces: its primary and one per rail, in the order Multus names them."""
+    return [fabric.pod_interface, *(r.pod_interface(r.index) for r in rails(fabric))]
 
 
 def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> str | None:
@@ -198,7 +194,11 @@ def networks_annotation(namespace: str, used: list[Rail]) -> str:
 
 def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: int,
                debug: bool = False) -> PodWiring:
-    used = rails_for(fabric, gpus, gpus_per_node)
+    # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
+    # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect
+    # RDMA); a fixed subset would pair socket-1 GPUs with socket-0 NICs. `hostdevice`, a whole PF per pod,
+    # refuses partial-node pods instead (partial_node_problem).
+    used = rails(fabric)
     annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if used else {}
     resources = {r.resource: 1 for r in used}
     if fabric.kind == "efa":

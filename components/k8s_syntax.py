@@ -82,9 +82,11 @@ def config_map_key(value: str) -> str | None:
 
 
 def gfd_label(product: str) -> str:
-    """The form GPU Feature Discovery gives `nvidia.com/gpu.product`: the name nvidia-smi prints with spaces
-    replaced by '-' (`NVIDIA A100-SXM4-80GB` -> `NVIDIA-A100-SXM4-80GB`)."""
-    return "-".join(product.split())
+    """The form GPU Feature Discovery gives `nvidia.com/gpu.product` (NVIDIA/k8s-device-plugin@v0.20.0, the
+    version gpu-operator v26.7.0 pins: internal/lm/resource.go `sanitise`): characters outside
+    [A-Za-z0-9-_. ] dropped, then runs of spaces joined by '-' (`NVIDIA A100-SXM4-80GB` ->
+    `NVIDIA-A100-SXM4-80GB`, `NVIDIA TITAN X (Pascal)` -> `NVIDIA-TITAN-X-Pascal`)."""
+    return "-".join(re.sub(r"[^A-Za-z0-9\-_. ]", "", product).split())
 
 
 def under(path: str, other: str) -> bool:

@@ -121,3 +121,13 @@ def ifname_selects(value: str, interfaces: list[str]) -> list[str]:
         return any(iface == tok if exact else iface.startswith(tok) for tok in tokens)
 
     return [i for i in interfaces if hit(i) != exclude]
+
+
+def socket_ifname_problem(value: str, interfaces: list[str]) -> str | None:
+    """Why NCCL_SOCKET_IFNAME=`value` fails a pod with `interfaces` (bootstrap needs one that reaches the other
+    pods; loopback does not), or None. One judgement for stack config, job overrides and the policy pack."""
+    if [i for i in ifname_selects(value, interfaces) if i != "lo"]:
+        return None
+    primary = next((i for i in interfaces if i != "lo"), "eth0")
+    return (f"NCCL_SOCKET_IFNAME={value} selects none of the pod's interfaces ({', '.join(interfaces)}): NCCL "
+            f"bootstrap cannot reach other pods; use ={primary}")

@@ -165,11 +165,8 @@ def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
         if (p := tcp_on_rdma(fab, name, value)) is not None:
             found.append(("envOverrides", p))
     if (value := spec.env_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-        ifaces = [fab.pod_interface, *(r.pod_interface(i) for i, r in enumerate(fabric.rails(fab)))]
-        if not [i for i in nccl.ifname_selects(value, ifaces) if i != "lo"]:
-            found.append(("envOverrides.NCCL_SOCKET_IFNAME",
-                          f"{value} selects none of the pod's interfaces ({', '.join(ifaces)}): NCCL bootstrap "
-                          f"could not reach other pods; use ={fab.pod_interface}"))
+        if (p := nccl.socket_ifname_problem(value, fabric.pod_interfaces(fab))) is not None:
+            found.append(("envOverrides", p))
     if spec.max_restarts is not None and spec.framework == "tensorflow":
         found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
                                      "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
@@ -268,7 +265,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": {"nvidia.com/gpu.product": prof["gpu"]["product"]},
-        "tolerations": [{"key": prof["gpu"]["taintKey"], "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [k8s.toleration(prof["gpu"]["taintKey"])],
         "affinity": {
             # One pod per node: each pod owns its node's GPUs and rails.
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -443,7 +440,7 @@ def rendezvous(r: Resolved) -> list[dict]:
         }],
         # Every agent fails when the store goes, so keep it off the GPU nodes and off this job's nodes when it can
         # (a lost GPU node then never takes it along), but let it fall back to a GPU node's spare CPU.
-        "tolerations": [{"key": r.profile["gpu"]["taintKey"], "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [k8s.toleration(r.profile["gpu"]["taintKey"])],
         "affinity": {
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
                 "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}}]},

@@ -483,10 +483,6 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
                               f"matches mlx5_10): write ={value.lstrip('^=')} (or ^={value.lstrip('^=')})")
 
 
-def _ifname_matches(value: str, interfaces: list[str]) -> list[str]:
-    return nccl.ifname_selects(value, interfaces)
-
-
 def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         if ctx.obj.get("kind") == "MPIJob" and t.role == "Launcher":
@@ -498,10 +494,8 @@ def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
             value = rank_literals(ctx, t, c).get("NCCL_SOCKET_IFNAME")
             if not value:
                 continue
-            chosen = [i for i in _ifname_matches(value, ifaces) if i != "lo"]
-            if not chosen:
-                yield Finding(f"{where(t, c)}: NCCL_SOCKET_IFNAME={value} selects none of the pod's interfaces "
-                              f"({', '.join(ifaces)}): NCCL bootstrap cannot reach other pods; use =eth0")
+            if (p := nccl.socket_ifname_problem(value, ifaces)) is not None:
+                yield Finding(f"{where(t, c)}: {p}")
 
 
 def nccl_known_vars(ctx: Context) -> Iterator[Finding]:

@@ -75,6 +75,9 @@ def test_tcp_refuses_an_nccl_net():
         FabricConfig.model_validate({"kind": "tcp", "ncclNet": "IB"})
 
 
+# NCCL_NET (NVIDIA/nccl@v2.30.7-1:src/init.cc, ncclGetEnv; documented "since 2.10" in the catalogue vendored from
+# ../shared/upstream/nccl_env.json): with it set, NCCL fails at init when that network module cannot run instead
+# of falling back to sockets. NCCL_IB_ADDR_RANGE (src/transport/net_ib/connect.cc, since 2.21) takes one CIDR.
 @pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"),
                          [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_pod_wiring(fab, gpus, per_node, env, resources, caps, networks):

@@ -175,12 +175,15 @@ def test_pytorch_entrypoint_exit_codes(tmp_path, child, preflight, code):
     p = launch(tmp_path, child, preflight)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == code, out
-    assert op.is_retryable(code) is False
+    if code:  # what the operator then does with the pod: the job fails, no recreation loop
+        job = manifest("pytorch", "fixed")
+        assert op.pytorch_outcome(job, [op.Pod("Worker", "Failed", exit_code=p.returncode)]) == "Failed"
 
 
 def test_pytorch_entrypoint_answers_sigterm_with_a_retryable_code(tmp_path):
-    """A drain or an eviction sends SIGTERM: torchrun alone exits 1 (not retryable: the job would fail); the
-    entrypoint stops it and exits 143, so the operator recreates the pod and it rejoins."""
+    """A drain or an eviction sends SIGTERM: torchrun alone exits 1 (pytorch/pytorch@v2.13.0:
+    torch/distributed/launcher/api.py launch_agent re-raises the SignalException; not retryable, the job would
+    fail); the entrypoint stops it and exits 143, so the operator recreates the pod and it rejoins."""
     marker = tmp_path / "child-got-term"
     p = launch(tmp_path, ["sh", "-c", f"trap 'touch {marker}; exit 1' TERM; while :; do sleep 0.1; done"])
     time.sleep(0.5)

@@ -47,7 +47,7 @@ def test_yaml_types_are_converted_or_refused_with_the_key(tmp_path, capsys, chan
     assert got == code, err
     if needle:
         assert needle in err and "Traceback" not in err
-        assert err.startswith("stacks/Pulumi.fuzzed.yaml: ") or err.startswith(str(tmp_path)) or "fuzzed" in err
+        assert err.startswith(f"{tmp_path}/Pulumi.fuzzed.yaml: "), err
 
 
 def test_a_date_reaches_the_pod_as_written(tmp_path, capsys):
@@ -78,7 +78,7 @@ SYNTAX = [
     ("system-namespace", {"trainingNamespaces": ["kube-system"]}, {}, "is a system or platform namespace"),
     ("queue-weight", {"scheduler.queues": [{"name": "training", "weight": 70000}]}, {}, "less than or equal to 65535"),
     ("nfs-server-space", {"checkpoints.nfs.server": "nfs .internal"}, {}, "checkpoints.nfs.server"),
-    ("product-label", {"gpu.product": "NVIDIA A100-SXM4-80GB (rev 2)"}, {}, "gpu.product: 'NVIDIA-A100-SXM4-80GB-(rev"),
+    ("product-label", {"gpu.product": "x" * 64}, {}, "gpu.product: 'xxxx"),
     ("env-name", {}, {"env": {"MY VAR": "1"}}, "jobs[0].env.MY VAR: 'MY VAR' is not a valid environment variable"),
     ("secret-key", {}, {"secretEnv": {"TOKEN_FILE": {"secret": "s", "key": "a/b"}}},
      "secretEnv.TOKEN_FILE.key: 'a/b' is not a valid Secret"),
@@ -99,9 +99,19 @@ def test_kubernetes_syntax_is_refused_with_the_key_and_fix(pchanges, jchanges, n
     assert all(line.startswith("stacks/Pulumi.dev.yaml: fastpath:") for line in str(err.value).splitlines())
 
 
-def test_nvidia_smi_spelling_of_the_product_becomes_the_gfd_label():
-    cfg = parse({"platform": platform(**{"gpu.product": "NVIDIA A100-SXM4-80GB"})}, "s")
-    assert cfg.platform.gpu.product == "NVIDIA-A100-SXM4-80GB" == k8s_syntax.gfd_label("NVIDIA  A100-SXM4-80GB")
+# NVIDIA/k8s-device-plugin@v0.20.0:internal/lm/resource.go `sanitise` (the GFD gpu-operator v26.7.0 pins) and the
+# cases of its resource_test.go: characters outside [A-Za-z0-9-_. ] dropped, runs of spaces joined by '-'.
+@pytest.mark.parametrize(("typed", "label"), [
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
+    ("NVIDIA  A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
+    ("NVIDIA TITAN X (Pascal)", "NVIDIA-TITAN-X-Pascal"),
+    ("some [ / thing / ]else", "some-thing-else"),
+    ("NVIDIA A100-SXM4-80GB (rev 2)", "NVIDIA-A100-SXM4-80GB-rev-2"),
+    ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3"),
+])
+def test_nvidia_smi_spelling_of_the_product_becomes_the_gfd_label(typed, label):
+    cfg = parse({"platform": platform(**{"gpu.product": typed})}, "s")
+    assert cfg.platform.gpu.product == label
 
 
 def test_a_huge_value_is_not_echoed_back():
@@ -153,7 +163,7 @@ def test_valid_yaml_that_is_not_a_stack_file(tmp_path, capsys):
 OVERRIDES = [
     ("podInterface", {"fabric.podInterface": "ens3"}, {}, None),
     ("ifname-prefix", {"fabric.ncclOverrides": {"NCCL_SOCKET_IFNAME": "eth"}}, {}, None),
-    ("ifname-none", {"fabric.ncclOverrides": {"NCCL_SOCKET_IFNAME": "=ens3"}}, {}, "selects none of a training pod's"),
+    ("ifname-none", {"fabric.ncclOverrides": {"NCCL_SOCKET_IFNAME": "=ens3"}}, {}, "ncclOverrides.NCCL_SOCKET_IFNAME==ens3 selects none of the pod's"),
     ("ib-disable", {"fabric.ncclOverrides": {"NCCL_IB_DISABLE": 1}}, {}, "on TCP sockets"),
     ("net-override", {"fabric.ncclOverrides": {"NCCL_NET": "IB"}}, {}, "set fabric.ncclNet instead"),
     ("job-ib-disable", {}, {"envOverrides": {"NCCL_IB_DISABLE": "1"}}, "envOverrides: NCCL_IB_DISABLE=1"),
