@@ -2,19 +2,19 @@
 
 import pulumi
 
-from components import config
+from components import config, stack
 from components.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.platform import Platform, PlatformArgs
 from components.training_job import TrainingJob, TrainingJobArgs
 
 try:
     # Everything is validated before the first resource is registered: a bad stack file registers nothing.
-    cfg = config.from_pulumi()
+    cfg = stack.from_pulumi()
 except config.ConfigError as err:
     # RunError ends the program with the message alone, no Python traceback.
     raise pulumi.RunError(str(err)) from None
 except Exception as err:  # noqa: BLE001 - a value nothing above expected: still one line naming the file
-    raise pulumi.RunError(f"{config.stack_file(pulumi.get_stack())}: could not read the stack config: "
+    raise pulumi.RunError(f"{stack.stack_file(pulumi.get_stack())}: could not read the stack config: "
                           f"{type(err).__name__}: {str(err)[:300]}") from None
 
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
@@ -27,5 +27,5 @@ if cfg.platform.acceptance.enabled:
     acceptance = FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
                                   pulumi.ResourceOptions(depends_on=platform.job_dependencies))
     pulumi.export("acceptance", acceptance.runs)
-pulumi.export("profile", platform.profile)
+pulumi.export("profile", platform.profile.to_data())
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

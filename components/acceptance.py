@@ -14,13 +14,13 @@ against the NVLink floor of its GPU.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pulumi
 
-from components import fabric, k8s, training_job, versions
+from components import fabric, k8s, training_job, versions, volcano
 from components.config import AcceptanceConfig, FabricConfig, JobSpec
-from components.profile import normalize
+from components.profile import Profile, QueueProfile
 
 JOB_NAME = "nccl-acceptance"
 QUEUE = "fastpath-acceptance"
@@ -77,16 +77,15 @@ def series_script(r: training_job.Resolved, counts: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(acc: AcceptanceConfig, profile: dict) -> tuple[dict, list[dict]]:
+def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     """The acceptance MPIJob and, per node count, what its section of the launcher log must show."""
-    profile = normalize(profile)
-    fab = FabricConfig.model_validate(profile["fabric"])
-    counts = node_counts(acc, profile["nodes"]["count"])
+    fab = profile.fabric
+    counts = node_counts(acc, profile.nodes.count)
     # The job's own queue is not one of the cluster's training queues: let the job name it.
-    sched = profile["scheduler"]
-    if sched["name"]:
-        profile = {**profile, "scheduler": {**sched, "queues": [*sched["queues"], {"name": QUEUE}]}}
-    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched["name"] else None), profile,
+    sched = profile.scheduler
+    if sched.name:
+        profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
+    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched.name else None), profile,
                              "fastpath:platform.acceptance")
     manifest = training_job.manifest(r)
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
@@ -99,7 +98,7 @@ def plan(acc: AcceptanceConfig, profile: dict) -> tuple[dict, list[dict]]:
         if n > 1:
             expect, floor, warn = r.wiring.transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
         else:  # one node: NVLink/SHM only, no network to judge
-            expect, floor, warn = "local", nvlink_floor_gbps(acc, profile["gpu"]["product"]), None
+            expect, floor, warn = "local", nvlink_floor_gbps(acc, profile.gpu.product), None
         args += ["--expect", expect]
         if floor:
             args += ["--min-busbw", f"{floor:g}"]
@@ -111,20 +110,17 @@ def plan(acc: AcceptanceConfig, profile: dict) -> tuple[dict, list[dict]]:
     return manifest, runs
 
 
-def queue(acc: AcceptanceConfig, profile: dict, cluster: str) -> dict:
+def queue(acc: AcceptanceConfig, profile: Profile) -> dict:
     """The acceptance job's queue: capped at the largest run, so bring-up never takes the training queues' GPUs
     beyond what one run needs, and not reclaimable mid-run."""
-    profile = normalize(profile)
-    gpus = acc.queue_gpus or max(node_counts(acc, profile["nodes"]["count"])) * profile["gpu"]["perNode"]
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": k8s.meta(QUEUE, cluster, "acceptance"),
-            "spec": {"weight": 1, "reclaimable": False, "capability": {"nvidia.com/gpu": gpus}}}
+    gpus = acc.queue_gpus or max(node_counts(acc, profile.nodes.count)) * profile.gpu.per_node
+    return volcano.queue(QUEUE, profile.cluster, "acceptance", weight=1, reclaimable=False, gpus=gpus)
 
 
 @dataclass
 class FabricAcceptanceArgs:
     acceptance: AcceptanceConfig
-    profile: dict
+    profile: Profile
 
 
 class FabricAcceptance(pulumi.ComponentResource):
@@ -144,8 +140,8 @@ class FabricAcceptance(pulumi.ComponentResource):
         manifest, runs = plan(args.acceptance, args.profile)  # refuse before registering anything
         super().__init__("fastpath:verify:FabricAcceptance", name, None, opts)
         depends_on = k8s.inherited_depends_on(opts)
-        if normalize(args.profile)["scheduler"]["name"]:
-            q = queue(args.acceptance, args.profile, normalize(args.profile)["cluster"])
+        if args.profile.scheduler.name:
+            q = queue(args.acceptance, args.profile)
             depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self,
                                                                                    depends_on=depends_on)))
         self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))]

@@ -41,7 +41,7 @@ def values(platform: PlatformConfig) -> dict:
     v: dict = {"controller": {"defaultOnDeletePolicy": "retain"}}
     nfs = platform.checkpoints.nfs if platform.checkpoints else None
     if nfs is not None and nfs.rdma:
-        v["controller"]["nodeSelector"] = {"nvidia.com/gpu.product": platform.gpu.product}
+        v["controller"]["nodeSelector"] = {k8s.GPU_PRODUCT_LABEL: platform.gpu.product}
         v["controller"]["tolerations"] = [*CONTROLLER_TOLERATIONS, *k8s.gpu_tolerations(platform.gpu.taint_key)]
     return v
 

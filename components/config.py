@@ -12,19 +12,23 @@ Field docstrings are the config reference (docs/config.md is generated from them
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, assert_never
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import k8s_syntax, nccl, versions
+from components import k8s_syntax, kinds, nccl, versions
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
 RAIL_NAME = r"^[a-z][a-z0-9]{0,14}$"
 PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
+
+
+def _either(names) -> str:
+    names = list(names)
+    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
 def _rule(check):
@@ -150,8 +154,10 @@ class RailConfig(_Model):
     """`sriov` only, instead of `interface`: PCI addresses of this rail's PF (`0000:18:00.0`), one per distinct
     address across the GPU nodes (SriovNetworkNodePolicy nicSelector.rootDevices). Addresses survive interface
     renames; they must be the same on every node that has them."""
-    subnet: ipaddress.IPv4Network
-    """IPv4 subnet of this rail for cluster-wide IPAM (NV-IPAM); must not overlap another rail's. Required."""
+    subnet: ipaddress.IPv4Network | None = None
+    """IPv4 subnet of this rail: what NV-IPAM hands pods on a secondary network, and on RoCE the hosts' or pods'
+    addresses NCCL picks GIDs from; must not overlap another rail's. Required, except on infiniband with
+    `hostnetwork` or `rdma-only` (verbs on IB need no address on the rail)."""
     speed_gbps: Annotated[int, Field(gt=0)]
     """Link speed of the rail in Gb/s (400 for NDR / 400GbE); sets the expected bandwidth. Required."""
 
@@ -169,12 +175,15 @@ class RailConfig(_Model):
 
 
 class FabricConfig(_Model):
-    kind: Literal["infiniband", "roce", "efa", "tcp"]
+    kind: kinds.FabricKind
     """Inter-node fabric: `infiniband`, `roce`, `efa` (AWS) or `tcp` (no RDMA; NCCL uses sockets). Required."""
-    attachment: Literal["sriov", "shared", "hostdevice"] | None = None
+    attachment: kinds.Attachment | None = None
     """How the RDMA NICs reach pods: `sriov` (VFs from the SR-IOV operator), `shared` (RDMA shared device
-    plugin with macvlan for RoCE or IPoIB for InfiniBand) or `hostdevice`. Required for infiniband and roce,
-    not allowed otherwise."""
+    plugin with macvlan for RoCE or IPoIB for InfiniBand), `hostdevice` (a whole PF per pod), `hostnetwork`
+    (pods on the node's network with the RDMA shared device plugin's devices; whole-node pods only, namespace
+    PSA `privileged`, no network isolation) or `rdma-only` (InfiniBand only: the RDMA shared device plugin alone,
+    no secondary network or IPAM; bootstrap on the pod network). Required for infiniband and roce, not allowed
+    otherwise."""
     rails: list[RailConfig] = []
     """The rails (one NIC each, usually one per GPU). Required for infiniband and roce, empty otherwise."""
     vfs_per_pf: Annotated[int, Field(gt=0, le=127)] = 8
@@ -192,7 +201,8 @@ class FabricConfig(_Model):
     """EFA only: `vpc.amazonaws.com/efa` devices per node (p4d 4, p5 32, p5en 16, p6-b200 8). Required for
     efa."""
     pod_interface: str = "eth0"
-    """The pod's primary interface, used for NCCL bootstrap and gloo. Default `eth0`."""
+    """The pod's primary interface, used for NCCL bootstrap and gloo. Default `eth0`; with `hostnetwork`
+    required: the GPU nodes' primary interface (e.g. `bond0`)."""
     nccl_net: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_ .-]*$")] | None = None
     """The NCCL network module every RDMA pod must use (NCCL_NET; NCCL >= 2.10 then fails at init instead of
     falling back to sockets). Default: `IB` on infiniband and roce (NCCL's own verbs transport), `Libfabric` on
@@ -219,16 +229,21 @@ class FabricConfig(_Model):
 
     @model_validator(mode="after")
     def _cross_fields(self) -> FabricConfig:
-        rdma_rails = self.kind in ("infiniband", "roce")
-        if not rdma_rails and self.rails:
+        row = kinds.KINDS[self.kind]
+        if not row.rails and self.rails:
             raise ValueError(f"fabric.kind {self.kind!r} takes no rails: remove fabric.rails "
-                             "(or set fabric.kind to infiniband or roce)")
-        if not rdma_rails and self.attachment:
+                             f"(or set fabric.kind to {_either(k for k, r in kinds.KINDS.items() if r.rails)})")
+        if not row.attachments and self.attachment:
             raise ValueError(f"fabric.kind {self.kind!r} takes no attachment: remove fabric.attachment")
-        if rdma_rails and not self.rails:
+        if row.rails and not self.rails:
             raise ValueError(f"fabric.kind {self.kind!r} needs fabric.rails (one per NIC)")
-        if rdma_rails and not self.attachment:
-            raise ValueError(f"fabric.kind {self.kind!r} needs fabric.attachment: sriov, shared or hostdevice")
+        if row.attachments and not self.attachment:
+            raise ValueError(f"fabric.kind {self.kind!r} needs fabric.attachment: {_either(row.attachments)}")
+        if self.attachment and self.attachment not in row.attachments:
+            why = {"rdma-only": ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
+                                "a network attachment or the host network"}.get(self.attachment, "")
+            raise ValueError(f"fabric.attachment {self.attachment!r} does not work on fabric.kind {self.kind!r}"
+                             f"{why}; use {_either(row.attachments)}")
         if self.kind == "efa" and not self.efa_devices_per_node:
             raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
         if self.kind != "efa" and self.efa_devices_per_node:
@@ -237,22 +252,24 @@ class FabricConfig(_Model):
             if (p := tcp_on_rdma(self, name, value)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p}")
         if (value := self.nccl_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-            from components.fabric import pod_interfaces
-
-            if (p := nccl.socket_ifname_problem(value, pod_interfaces(self))) is not None:
+            if (p := nccl.socket_ifname_problem(value, self.pod_interfaces)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p} (or change fabric.podInterface)")
-        if self.nccl_net is not None and self.kind == "tcp":
-            raise ValueError("fabric.ncclNet is for RDMA fabrics; fabric.kind 'tcp' uses NCCL's Socket transport: "
-                             "remove fabric.ncclNet")
+        if self.nccl_net is not None and not row.rdma:
+            raise ValueError(f"fabric.ncclNet is for RDMA fabrics; fabric.kind {self.kind!r} uses NCCL's Socket "
+                             "transport: remove fabric.ncclNet")
         if self.gid_index is not None and self.kind != "roce":
             raise ValueError("fabric.gidIndex only applies to fabric.kind 'roce' (InfiniBand ignores it)")
         # (compared with the default too: the profile's fabric round-trips through to_config, defaults included)
         if self.attachment != "sriov" and "sriov_max_unavailable" in self.model_fields_set \
                 and self.sriov_max_unavailable != 1:
             raise ValueError("fabric.sriovMaxUnavailable only applies to fabric.attachment 'sriov': remove it")
+        if self.host_network and "pod_interface" not in self.model_fields_set:
+            raise ValueError("fabric.attachment 'hostnetwork' puts pods on the node's interfaces: set "
+                             "fabric.podInterface to the GPU nodes' primary interface (the one that routes between "
+                             "nodes, e.g. bond0 or eno1), which NCCL bootstrap and gloo use")
         if self.attachment:
-            what = {"sriov": "the PF name (nicSelector.pfNames)", "shared": "the macvlan/IPoIB master",
-                    "hostdevice": "the PF whose devices the device plugin hands out"}[self.attachment]
+            att = kinds.ATTACHMENTS[self.attachment]
+            what = att.interface_role
             for i, rail in enumerate(self.rails):
                 if self.attachment == "sriov":
                     if (rail.interface is None) == (rail.root_devices is None):
@@ -265,6 +282,13 @@ class FabricConfig(_Model):
                 elif not rail.interface:
                     raise ValueError(f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: "
                                      f"{what} on the host")
+                # A rail's subnet is what NV-IPAM hands out on a secondary network, and on RoCE the range NCCL
+                # picks GIDs from; an InfiniBand rail without a secondary network has no address to describe.
+                if rail.subnet is None and (att.secondary_network or self.kind == "roce"):
+                    why = ("NV-IPAM hands pods addresses from it" if att.secondary_network
+                           else "NCCL picks RoCE GIDs from it (NCCL_IB_ADDR_RANGE): the hosts' addresses on the rail")
+                    raise ValueError(f"fabric.rails[{i}].subnet: required with fabric.attachment "
+                                     f"{self.attachment!r} on {self.kind}: {why}")
         for key, label in (("hca", "HCA"), ("interface", "interface"), ("name", "name")):
             seen: dict[str, int] = {}
             for i, rail in enumerate(self.rails):
@@ -285,13 +309,37 @@ class FabricConfig(_Model):
         for i, a in enumerate(self.rails):
             for j in range(i):
                 b = self.rails[j]
-                if a.subnet.overlaps(b.subnet):
+                if a.subnet is not None and b.subnet is not None and a.subnet.overlaps(b.subnet):
                     raise ValueError(f"fabric.rails[{j}].subnet {b.subnet} and fabric.rails[{i}].subnet {a.subnet} "
                                      "overlap: give every rail its own subnet, or two pods get one address")
         return self
 
     def rail_name(self, index: int) -> str:
         return self.rails[index].name or f"rail{index}"
+
+    @property
+    def kind_row(self) -> kinds.Kind:
+        return kinds.KINDS[self.kind]
+
+    @property
+    def attachment_row(self) -> kinds.AttachmentKind | None:
+        return kinds.ATTACHMENTS[self.attachment] if self.attachment else None
+
+    @property
+    def host_network(self) -> bool:
+        return self.attachment is not None and kinds.ATTACHMENTS[self.attachment].host_network
+
+    @property
+    def secondary_network(self) -> bool:
+        return self.attachment is not None and kinds.ATTACHMENTS[self.attachment].secondary_network
+
+    @property
+    def pod_interfaces(self) -> list[str]:
+        """A training pod's interfaces: its primary and one per rail on a secondary network, in the order Multus
+        names them (net1..netN). On the host network the pod has the node's interfaces; the primary is the one
+        that matters to NCCL bootstrap and gloo."""
+        rails = len(self.rails) if self.secondary_network else 0
+        return [self.pod_interface, *(f"net{i + 1}" for i in range(rails))]
 
 
 class QueueConfig(_Model):
@@ -492,11 +540,13 @@ class PlatformConfig(_Model):
             raise ValueError("components.checkpointStorage is on but checkpoints is not set: add checkpoints.nfs "
                              "or checkpoints.storageClass (or turn components.checkpointStorage off)")
         nfs = self.checkpoints.nfs if self.checkpoints else None
-        if nfs is not None and nfs.rdma and self.fabric.kind not in ("infiniband", "roce"):
+        if nfs is not None and nfs.rdma and not self.fabric.kind_row.rails:
             raise ValueError(f"checkpoints.nfs.rdma needs RDMA NICs on the GPU nodes, but fabric.kind is "
                              f"{self.fabric.kind!r}: set checkpoints.nfs.rdma false (plain NFS over TCP)")
         block, blocks = self.ip_block_size, self.ip_blocks_needed
-        for i, rail in enumerate(self.fabric.rails):
+        for i, rail in enumerate(self.fabric.rails if self.fabric.secondary_network else []):
+            if rail.subnet is None:
+                continue
             usable = rail.subnet.num_addresses - 2  # nv-ipam never hands out the network or broadcast address
             if usable < blocks * block:
                 prefix = 32 - (blocks * block + 2 - 1).bit_length()
@@ -511,15 +561,16 @@ class PlatformConfig(_Model):
                 raise ValueError(f"{key} is {n} but the cluster has {self.nodes.count} nodes (nodes.count)")
         if self.acceptance.enabled and not self.components.training_operator:
             raise ValueError("acceptance.enabled needs components.trainingOperator (the job is an MPIJob)")
-        if self.components.network_operator and self.fabric.kind in ("tcp", "efa"):
+        if self.components.network_operator and not self.fabric.kind_row.rails:
             raise ValueError(f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
-                             "Operator serves infiniband and roce fabrics; remove components.networkOperator")
+                             f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
+                             "remove components.networkOperator")
         return self
 
     @property
     def network_operator_enabled(self) -> bool:
         flag = self.components.network_operator
-        return self.fabric.kind in ("infiniband", "roce") if flag is None else flag
+        return self.fabric.kind_row.rails if flag is None else flag
 
     @property
     def gpu_capacity(self) -> int:
@@ -530,8 +581,18 @@ class PlatformConfig(_Model):
         """NV-IPAM perNodeBlockSize of every rail pool: the most pods one node can attach to a rail at once
         (`sriov`: fabric.vfsPerPf VFs; `shared`: one pod per GPU; `hostdevice`: the PF goes to one pod), times
         2, because a replacement pod takes its address while the pod it replaces may still be terminating."""
-        per_node = {"sriov": self.fabric.vfs_per_pf, "shared": self.gpu.per_node, "hostdevice": 1,
-                    None: 0}[self.fabric.attachment]
+        per_node: int
+        match self.fabric.attachment:
+            case "sriov":
+                per_node = self.fabric.vfs_per_pf
+            case "shared":
+                per_node = self.gpu.per_node
+            case "hostdevice":
+                per_node = 1
+            case "hostnetwork" | "rdma-only" | None:  # no secondary network, no IPAM
+                per_node = 0
+            case other:
+                assert_never(other)
         return 2 * per_node
 
     @property
@@ -545,6 +606,8 @@ class PlatformConfig(_Model):
 
 # Set by the Training Operator, torchrun or fastpath itself: a job's `env` may not set them (the value would be
 # silently replaced, or would break rendezvous); `envOverrides` takes the NCCL/launcher ones on purpose.
+# Where every job's checkpoint directory is mounted (profile.checkpoints.mountRoot).
+CHECKPOINT_ROOT = "/checkpoints"
 LAUNCHER_OWNED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
                   "TF_CONFIG", "CHECKPOINT_DIR", "PYTHONUNBUFFERED", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
 LAUNCHER_PREFIXES = ("PET_", "OMPI_MCA_", "TORCHELASTIC_")
@@ -707,8 +770,6 @@ class JobSpec(_Model):
     def _mount_problems(self) -> list[str]:
         """A dataset mounted on a path fastpath mounts (or inside one, or around one) would hide it or be hidden:
         the API server refuses two mounts on one path, and a nested one shadows the other."""
-        from components.profile import CHECKPOINT_ROOT
-
         owned = {"/dev/shm": "/dev/shm", CHECKPOINT_ROOT: "the checkpoint claim", "/workspace/files": "files",
                  "/fastpath": "the preflight script"}
         out = []
@@ -754,9 +815,7 @@ def tcp_on_rdma(fabric: FabricConfig, name: str, value: str) -> str | None:
 
 
 def owned_by_platform(name: str) -> bool:
-    from components.fabric import PLATFORM_OWNED
-
-    return name in PLATFORM_OWNED or name in LAUNCHER_OWNED or name.startswith(LAUNCHER_PREFIXES)
+    return name in nccl.PLATFORM_OWNED or name in LAUNCHER_OWNED or name.startswith(LAUNCHER_PREFIXES)
 
 
 def nccl_problems(where: str, name: str, value: str) -> list[str]:
@@ -769,153 +828,6 @@ def nccl_problems(where: str, name: str, value: str) -> list[str]:
     return [f"{where}.{p}"] if p else []
 
 
-def job_problems(job: JobSpec, profile: dict) -> list[tuple[str, str]]:
-    """(key, message) for everything wrong with `job` on the cluster `profile` describes."""
-    out: list[tuple[str, str]] = []
-    gpu, nodes, sched = profile["gpu"], profile["nodes"], profile["scheduler"]
-    if job.namespace is not None and job.namespace not in profile["namespaces"]:
-        out.append(("namespace", f"{job.namespace!r} is not a training namespace of this cluster "
-                                 f"({', '.join(profile['namespaces'])})"))
-    if job.gpus_per_node is not None and job.gpus_per_node > gpu["perNode"]:
-        out.append(("gpusPerNode", f"{job.gpus_per_node} is more than the {gpu['perNode']} GPUs a node of this "
-                                   f"cluster has (fastpath:platform.gpu.perNode)"))
-    if job.max_nodes > nodes["count"]:
-        key = "nodes" if job.nodes is not None else "elastic.maxNodes"
-        out.append((key, f"{job.max_nodes} nodes asked, the cluster has {nodes['count']} "
-                         "(fastpath:platform.nodes.count)"))
-    queues = [q["name"] for q in sched["queues"]]
-    if job.queue is not None and sched["name"] is None:
-        out.append(("queue", f"queue {job.queue!r} asked but Volcano is disabled "
-                             "(fastpath:platform.components.volcano): enable it or remove queue"))
-    elif job.queue is not None and job.queue not in queues:
-        out.append(("queue", f"{job.queue!r} is not a queue of this cluster ({', '.join(queues)})"))
-    if job.priority_class is not None and job.priority_class not in sched["priorityClasses"]:
-        out.append(("priorityClass", f"{job.priority_class!r} is not one of {', '.join(sched['priorityClasses'])}"))
-    if job.memory_gib is not None and job.memory_gib > nodes["memoryGiB"]:
-        out.append(("memoryGiB", f"{job.memory_gib} GiB is more than a node's {nodes['memoryGiB']} GiB "
-                                 "(fastpath:platform.nodes.memoryGiB)"))
-    if job.cpus is not None and job.cpus > nodes["cpus"]:
-        out.append(("cpus", f"{job.cpus} is more than a node's {nodes['cpus']} CPUs"))
-    return out
-
-
 class StackConfig(_Model):
     platform: PlatformConfig
     jobs: list[JobSpec] = []
-
-
-# --------------------------------------------------------------------------------------------- loading
-
-NAMESPACE = "fastpath"
-KNOWN_KEYS = ("platform", "jobs")
-
-
-SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
-
-
-def _loc(prefix: str, loc: tuple) -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            # A key with control characters, quotes or nothing at all is shown quoted, so the path stays one line.
-            out += f".{part}" if SIMPLE_KEY.match(str(part)) else f"[{k8s_syntax.short(str(part), 40)}]"
-    return out
-
-
-def _problems(err: ValidationError, prefix: str) -> list[str]:
-    problems = []
-    for e in err.errors():
-        # Pydantic appends the failing member's type name to unions' locations; it means nothing to a user.
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int", "bool"))))
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key: check its spelling against docs/config.md"
-        problems.append(f"{_loc(prefix, loc)}: {msg}")
-    return problems
-
-
-def parse(raw: dict[str, Any], source: str) -> StackConfig:
-    """Validate the stack's `fastpath:*` config (key without namespace -> decoded value).
-
-    Raises ConfigError naming `source` (the stack file) and each failing key path.
-    """
-    unknown = sorted(set(raw) - set(KNOWN_KEYS))
-    if unknown:
-        raise ConfigError(source, [f"{NAMESPACE}:{k}: unknown key (fastpath reads only "
-                                   f"{', '.join(NAMESPACE + ':' + k for k in KNOWN_KEYS)})" for k in unknown])
-    if raw.get("platform") is None:
-        raise ConfigError(source, [f"{NAMESPACE}:platform: required: describe the cluster (see docs/config.md)"])
-    try:
-        platform = PlatformConfig.model_validate(raw["platform"])
-    except ValidationError as err:
-        raise ConfigError(source, _problems(err, f"{NAMESPACE}:platform")) from None
-    jobs = raw.get("jobs") or []
-    if not isinstance(jobs, list):
-        raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
-    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source))
-
-
-def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
-    """Each job on its own (JobSpec), then against this cluster's profile (training_job.problems), then names."""
-    from components import acceptance, training_job
-    from components.profile import profile as make_profile
-
-    prof = make_profile(platform)
-    problems: list[str] = []
-    out: list[JobSpec] = []
-    for i, raw in enumerate(jobs):
-        prefix = f"{NAMESPACE}:jobs[{i}]"
-        try:
-            job = JobSpec.model_validate(raw)
-        except ValidationError as err:
-            problems += _problems(err, prefix)
-            continue
-        problems += [f"{prefix}.{key}: {msg}" for key, msg in training_job.problems(job, prof)]
-        out.append(job)
-    names = [(j.namespace or prof["namespaces"][0], j.name) for j in out]
-    for i, n in enumerate(names):
-        if names.index(n) != i:
-            problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
-    # The acceptance job lives in the first training namespace under a fixed name.
-    if platform.acceptance.enabled:
-        reserved = {acceptance.JOB_NAME}
-        for i, (ns, name) in enumerate(names):
-            if ns == prof["namespaces"][0] and name in reserved:
-                problems.append(f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "
-                                "(fastpath:platform.acceptance): rename the job")
-    if problems:
-        raise ConfigError(source, problems)
-    return out
-
-
-def decode(value: Any) -> Any:
-    """Pulumi hands structured config to the program as JSON text; plain strings stay strings."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
-def from_pulumi() -> StackConfig:
-    """Read and validate the current stack's config through the Pulumi runtime (real engine or mocks)."""
-    import pulumi
-    from pulumi.runtime import config as runtime_config
-
-    # The language host may pass config in PULUMI_CONFIG or set it in-process (mocks do the latter): read both.
-    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    raw = {}
-    for key, value in merged.items():
-        ns, _, name = key.partition(":")
-        if ns == NAMESPACE:
-            raw[name] = decode(value)
-    return parse(raw, stack_file(pulumi.get_stack()))
-
-
-def stack_file(stack: str) -> str:
-    return f"stacks/Pulumi.{stack}.yaml"
-
-

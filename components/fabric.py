@@ -29,21 +29,16 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass, field
+from typing import assert_never
 
-from components import nccl
+from components import kinds, nccl
 from components.config import FabricConfig
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-SRIOV_RESOURCE_PREFIX = "nvidia.com"  # the network-operator-bundled SR-IOV operator's prefix
-SHARED_RESOURCE_PREFIX = "rdma"  # the RDMA shared device plugin's default prefix
-HOSTDEV_RESOURCE_PREFIX = "nvidia.com"
+HOSTDEV_RESOURCE_PREFIX = kinds.ATTACHMENTS["hostdevice"].resource_prefix
 
-# Variables fastpath derives for every pod: a job may not set them unless it marks an explicit override.
-PLATFORM_OWNED = (
-    "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME",
-    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_NET", "NCCL_IB_ADDR_RANGE",
-)
+PLATFORM_OWNED = nccl.PLATFORM_OWNED
 
 
 @dataclass(frozen=True)
@@ -52,12 +47,12 @@ class Rail:
 
     index: int
     name: str
-    network: str  # NetworkAttachmentDefinition name in each training namespace
+    network: str | None  # NetworkAttachmentDefinition name in each training namespace (None: no secondary network)
     resource: str  # device-plugin resource a pod requests for this rail
     resource_name: str  # the same without the prefix, as device-plugin configs spell it
     hca: str  # host RDMA device
     host_interface: str | None
-    subnet: str
+    subnet: str | None
     speed_gbps: int
 
     def pod_interface(self, position: int) -> str:
@@ -73,61 +68,60 @@ class PodWiring:
     resources: dict[str, int] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-    interfaces: tuple[str, ...] = ()
+    interfaces: tuple[str, ...] = ()  # the pod's secondary interfaces, one per rail on a secondary network
     rails: tuple[Rail, ...] = ()
-    kind: str = "tcp"
+    kind: kinds.FabricKind = "tcp"
+    host_network: bool = False  # the pod runs in the node's network namespace
 
     @property
-    def transport(self) -> str:
-        """The NCCL network transport this wiring should produce, as tools.ncclcheck names it: ib, roce (IB verbs
-        over a RoCE link layer), efa or socket."""
-        if self.env.get("NCCL_IB_DISABLE") == "1" or self.kind == "tcp":
+    def transport(self) -> kinds.Transport:
+        """The NCCL network transport this wiring should produce, as tools.ncclcheck names it."""
+        if self.env.get("NCCL_IB_DISABLE") == "1":
             return "socket"
-        if self.kind == "efa":
-            return "efa"
-        return "roce" if self.kind == "roce" else "ib"
+        return kinds.KINDS[self.kind].transport
 
 
 def is_rdma(fabric: FabricConfig) -> bool:
-    return fabric.kind in ("infiniband", "roce", "efa")
+    return fabric.kind_row.rdma
 
 
 def rails(fabric: FabricConfig) -> list[Rail]:
+    att = fabric.attachment_row
+    if att is None:
+        return []
     out = []
     for i, rc in enumerate(fabric.rails):
         name = fabric.rail_name(i)
-        prefix, resource_name = {
-            "sriov": (SRIOV_RESOURCE_PREFIX, f"sriov_{name}"),
-            "shared": (SHARED_RESOURCE_PREFIX, f"shared_{name}"),
-            "hostdevice": (HOSTDEV_RESOURCE_PREFIX, f"hostdev_{name}"),
-        }[fabric.attachment]
+        resource_name = f"{att.resource_stem}_{name}"
         out.append(Rail(
-            index=i, name=name, network=f"{name}-{fabric.attachment}", resource=f"{prefix}/{resource_name}",
-            resource_name=resource_name, hca=rc.hca, host_interface=rc.interface, subnet=str(rc.subnet),
+            index=i, name=name, network=f"{name}-{att.name}" if att.secondary_network else None,
+            resource=f"{att.resource_prefix}/{resource_name}", resource_name=resource_name, hca=rc.hca,
+            host_interface=rc.interface, subnet=str(rc.subnet) if rc.subnet is not None else None,
             speed_gbps=rc.speed_gbps,
         ))
     return out
 
 
 def pod_interfaces(fabric: FabricConfig) -> list[str]:
-    """A training pod's interfaces: its primary and one per rail, in the order Multus names them."""
-    return [fabric.pod_interface, *(r.pod_interface(r.index) for r in rails(fabric))]
+    """A training pod's interfaces: its primary and one per rail on a secondary network, in Multus' order."""
+    return fabric.pod_interfaces
 
 
 def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> str | None:
     """Why a pod with fewer than all of a node's GPUs cannot be wired on this fabric, or None."""
-    if gpus >= gpus_per_node or fabric.attachment != "hostdevice":
+    att = fabric.attachment_row
+    if gpus >= gpus_per_node or att is None or att.whole_node is None:
         return None
-    return (f"{gpus} of a node's {gpus_per_node} GPUs on fabric.attachment 'hostdevice': each rail's PF goes to one "
-            "pod whole, so a partial-node pod would get NICs that are not next to its GPUs (or none) and a second "
-            "pod on the node no rail at all; use all of a node's GPUs (remove gpusPerNode), or a cluster whose "
-            "attachment is sriov or shared")
+    others = [a for a in fabric.kind_row.attachments if kinds.ATTACHMENTS[a].whole_node is None]
+    return (f"{gpus} of a node's {gpus_per_node} GPUs on fabric.attachment {att.name!r}: {att.whole_node}; use all "
+            f"of a node's GPUs (remove gpusPerNode), or a cluster whose attachment is {' or '.join(others)}")
 
 
 def visible_hcas(fabric: FabricConfig, used: list[Rail]) -> list[str]:
-    """The HCA names a pod sees, when they are known: the host's with `shared` and `hostdevice`; none with
-    `sriov`, whose VFs get RDMA device names of their own."""
-    return [] if fabric.attachment == "sriov" else [r.hca for r in used]
+    """The HCA names a pod sees, when they are known: the host's, except with `sriov`, whose VFs get RDMA device
+    names of their own."""
+    att = fabric.attachment_row
+    return [r.hca for r in used] if att is not None and att.host_hca_names else []
 
 
 def ib_hca(fabric: FabricConfig, used: list[Rail]) -> str:
@@ -138,16 +132,16 @@ def ib_hca(fabric: FabricConfig, used: list[Rail]) -> str:
 def nccl_net(fabric: FabricConfig) -> str | None:
     """NCCL_NET for this fabric: with it NCCL (>= 2.10) fails at init when that network module cannot run, instead
     of falling back to sockets and training 10-50x slower without a word."""
-    if fabric.nccl_net is not None:
-        return fabric.nccl_net
-    return {"infiniband": "IB", "roce": "IB", "efa": "Libfabric", "tcp": None}[fabric.kind]
+    return fabric.nccl_net if fabric.nccl_net is not None else fabric.kind_row.nccl_net
 
 
-def ib_addr_range(used: list[Rail]) -> str:
+def ib_addr_range(used: list[Rail]) -> str | None:
     """The smallest IPv4 range holding every rail subnet: RoCE GIDs NCCL may pick automatically (NCCL >= 2.21,
     GID index -1) are limited to it, so a GID of the host's or of another network on the same port is never
     chosen. NCCL takes one range, so several rails give their common supernet."""
-    nets = [ipaddress.IPv4Network(r.subnet) for r in used]
+    nets = [ipaddress.IPv4Network(r.subnet) for r in used if r.subnet is not None]
+    if not nets:
+        return None
     net = nets[0]
     while not all(n.subnet_of(net) for n in nets):
         net = net.supernet()
@@ -157,19 +151,22 @@ def ib_addr_range(used: list[Rail]) -> str:
 def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dict[str, str]:
     """The NCCL / launcher environment, in a stable order, with the stack's overrides applied last."""
     env: dict[str, str] = {}
-    if fabric.kind == "tcp":
-        env["NCCL_IB_DISABLE"] = "1"
-    elif fabric.kind in ("infiniband", "roce"):
-        env["NCCL_IB_DISABLE"] = "0"
-        env["NCCL_IB_HCA"] = ib_hca(fabric, used)
-        if fabric.gid_index is not None:
-            env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
-        elif fabric.kind == "roce" and used:
-            env["NCCL_IB_ADDR_RANGE"] = ib_addr_range(used)
-    elif fabric.kind == "efa":
-        # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 no longer needs these, older plugins do; harmless on new.
-        env["FI_PROVIDER"] = "efa"
-        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    match fabric.kind:
+        case "tcp":
+            env["NCCL_IB_DISABLE"] = "1"
+        case "infiniband" | "roce":
+            env["NCCL_IB_DISABLE"] = "0"
+            env["NCCL_IB_HCA"] = ib_hca(fabric, used)
+            if fabric.gid_index is not None:
+                env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
+            elif fabric.kind == "roce" and (addr_range := ib_addr_range(used)) is not None:
+                env["NCCL_IB_ADDR_RANGE"] = addr_range
+        case "efa":
+            # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 no longer needs these, older plugins do; harmless on new.
+            env["FI_PROVIDER"] = "efa"
+            env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+        case other:
+            assert_never(other)
     if (net := nccl_net(fabric)) is not None:
         env["NCCL_NET"] = net
     env["NCCL_SOCKET_IFNAME"] = f"={fabric.pod_interface}"
@@ -187,7 +184,8 @@ def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dic
 
 def networks_annotation(namespace: str, used: list[Rail]) -> str:
     return json.dumps(
-        [{"name": r.network, "namespace": namespace, "interface": r.pod_interface(i)} for i, r in enumerate(used)],
+        [{"name": r.network, "namespace": namespace, "interface": r.pod_interface(i)} for i, r in enumerate(used)
+         if r.network is not None],
         separators=(",", ":"),
     )
 
@@ -199,7 +197,8 @@ def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: i
     # RDMA); a fixed subset would pair socket-1 GPUs with socket-0 NICs. `hostdevice`, a whole PF per pod,
     # refuses partial-node pods instead (partial_node_problem).
     used = rails(fabric)
-    annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if used else {}
+    on_networks = fabric.secondary_network and bool(used)
+    annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if on_networks else {}
     resources = {r.resource: 1 for r in used}
     if fabric.kind == "efa":
         per_node = fabric.efa_devices_per_node or 0
@@ -209,9 +208,10 @@ def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: i
         resources=resources,
         capabilities=("IPC_LOCK",) if is_rdma(fabric) else (),
         env=nccl_env(fabric, used, debug),
-        interfaces=tuple(r.pod_interface(i) for i, r in enumerate(used)),
+        interfaces=tuple(r.pod_interface(i) for i, r in enumerate(used)) if on_networks else (),
         rails=tuple(used),
         kind=fabric.kind,
+        host_network=fabric.host_network,
     )
 
 

@@ -99,6 +99,8 @@ def operator_install(parent: Any, cluster: str, component: str, namespace_name: 
     return ns, rel
 
 
+# The GPU product label GPU Feature Discovery writes on every GPU node; training pods select on it.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_GPU_TAINT = "nvidia.com/gpu"  # the GPU Operator's and the Network Operator's built-in toleration
 
 

@@ -16,6 +16,12 @@ from pathlib import Path
 
 DATA_FILE = Path(__file__).parent / "data" / "nccl_env.json"
 
+# Variables fastpath derives for every pod: a job may not set them unless it marks an explicit override.
+PLATFORM_OWNED = (
+    "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME",
+    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_NET", "NCCL_IB_ADDR_RANGE",
+)
+
 # Where NCCL's own list explains a not-NCCL name at length, the sentence a user needs.
 _NOT_NCCL_SHORT = {
     "NCCL_TIMEOUT": "the collective timeout is PyTorch's, torch.distributed.init_process_group(timeout=...)",

@@ -150,7 +150,7 @@ def ip_pools(platform: PlatformConfig) -> list[dict]:
 
 def gpu_node_selector_term(platform: PlatformConfig) -> dict:
     return {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "nvidia.com/gpu.product", "operator": "In", "values": [platform.gpu.product]}]}]}
+        {"key": k8s.GPU_PRODUCT_LABEL, "operator": "In", "values": [platform.gpu.product]}]}]}
 
 
 @dataclass

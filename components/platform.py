@@ -52,13 +52,13 @@ class Platform(pulumi.ComponentResource):
     NicClusterPolicy and NV-IPAM pools, SR-IOV or Multus secondary networks per rail, Volcano, the Training
     Operator and checkpoint storage, each as enabled in `fastpath:platform.components`.
 
-    Needs: a validated PlatformConfig (components.config.parse or from_pulumi).
+    Needs: a validated PlatformConfig (components.stack.parse or from_pulumi).
     Output: `profile` (components/profile.py), also exported by __main__.py.
 
     Example:
-        cfg = config.from_pulumi()
+        cfg = stack.from_pulumi()
         platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
-        pulumi.export("profile", platform.profile)
+        pulumi.export("profile", platform.profile.to_data())
     """
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
@@ -102,4 +102,4 @@ class Platform(pulumi.ComponentResource):
             self.job_dependencies = self.training_operator.ready.apply(lambda rs: [self, *rs])
         else:
             self.job_dependencies = pulumi.Output.from_input([self])
-        self.register_outputs({"profile": self.profile})
+        self.register_outputs({"profile": self.profile.to_data()})

@@ -8,9 +8,11 @@ claim, preflight ConfigMap) are defined here; the Volcano and checkpoint compone
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from components import fabric
-from components.config import PlatformConfig
+from components import fabric, kinds
+from components.config import CHECKPOINT_ROOT, FabricConfig, NodesConfig, PlatformConfig
 
 SCHEDULER_NAME = "volcano"
 # What Volcano v1.15.1, as components/volcano.py configures it, does with these tiers (PodGroup priorityClassName):
@@ -35,43 +37,136 @@ PRIORITY_CLASSES = (
 )
 DEFAULT_PRIORITY_CLASS = "training-standard"
 CHECKPOINT_CLAIM = "checkpoints"
-CHECKPOINT_ROOT = "/checkpoints"
 PREFLIGHT_CONFIGMAP = "fastpath-preflight"
 PREFLIGHT_KEY = "preflight.sh"
 
 
-def profile(platform: PlatformConfig) -> dict:
-    """Everything a TrainingJob needs to wire a pod for this cluster: plain data, exported as the stack output
-    `profile` and readable from other projects through a StackReference."""
-    full_node = fabric.pod_wiring(platform.fabric, platform.training_namespaces[0], platform.gpu.per_node,
-                                  platform.gpu.per_node)
-    return {
-        "cluster": platform.cluster,
-        "namespaces": list(platform.training_namespaces),
-        "gpu": {"product": platform.gpu.product, "perNode": platform.gpu.per_node,
-                "taintKey": platform.gpu.taint_key},
-        "nodes": platform.nodes.to_config(),
-        "fabric": platform.fabric.to_config(),
-        "transport": full_node.transport,
-        "rails": [{"name": r.name, "network": r.network, "resource": r.resource, "hca": r.hca,
-                   "subnet": r.subnet, "speedGbps": r.speed_gbps} for r in fabric.rails(platform.fabric)],
-        "ncclEnv": full_node.env,
-        "scheduler": {
-            "name": SCHEDULER_NAME if platform.components.volcano else None,
-            "queues": [{"name": q.name, "gpus": q.gpus} for q in platform.scheduler.queues],
-            "defaultQueue": platform.scheduler.queue_for_jobs,
-            "priorityClasses": [name for name, _, _ in PRIORITY_CLASSES],
-            "defaultPriorityClass": DEFAULT_PRIORITY_CLASS,
-        },
-        "checkpoints": ({"claim": CHECKPOINT_CLAIM, "mountRoot": CHECKPOINT_ROOT}
-                        if platform.components.checkpoint_storage else None),
+@dataclass(frozen=True)
+class GpuProfile:
+    product: str
+    per_node: int
+    taint_key: str
+
+
+@dataclass(frozen=True)
+class QueueProfile:
+    name: str
+    gpus: int | None
+
+
+@dataclass(frozen=True)
+class SchedulerProfile:
+    name: str | None  # None: Volcano is off, pods go to the default scheduler without gang or queue
+    queues: tuple[QueueProfile, ...]
+    default_queue: str
+    priority_classes: tuple[str, ...]
+    default_priority_class: str
+
+
+@dataclass(frozen=True)
+class CheckpointProfile:
+    claim: str
+    mount_root: str
+
+
+@dataclass(frozen=True)
+class PreflightProfile:
+    config_map: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything a TrainingJob needs to wire a pod for one cluster. Frozen and typed; `to_data()` is the plain
+    form the stack exports as `profile` (read back by `from_data`, e.g. through a StackReference)."""
+
+    cluster: str
+    namespaces: tuple[str, ...]
+    gpu: GpuProfile
+    nodes: NodesConfig
+    fabric: FabricConfig
+    scheduler: SchedulerProfile
+    checkpoints: CheckpointProfile | None
+    preflight: PreflightProfile | None
+
+    @property
+    def transport(self) -> kinds.Transport:
+        return self.fabric.kind_row.transport
+
+    @property
+    def rails(self) -> tuple[fabric.Rail, ...]:
+        return tuple(fabric.rails(self.fabric))
+
+    def to_data(self) -> dict[str, Any]:
+        """The exported form: camelCase plain data, stable across releases (StackReference consumers read it)."""
+        full_node = fabric.pod_wiring(self.fabric, self.namespaces[0], self.gpu.per_node, self.gpu.per_node)
+        s = self.scheduler
+        return {
+            "cluster": self.cluster,
+            "namespaces": list(self.namespaces),
+            "gpu": {"product": self.gpu.product, "perNode": self.gpu.per_node, "taintKey": self.gpu.taint_key},
+            "nodes": self.nodes.to_config(),
+            "fabric": self.fabric.to_config(),
+            "transport": full_node.transport,
+            "rails": [{"name": r.name, "network": r.network, "resource": r.resource, "hca": r.hca,
+                       "subnet": r.subnet, "speedGbps": r.speed_gbps} for r in self.rails],
+            "ncclEnv": full_node.env,
+            "scheduler": {
+                "name": s.name,
+                "queues": [{"name": q.name, "gpus": q.gpus} for q in s.queues],
+                "defaultQueue": s.default_queue,
+                "priorityClasses": list(s.priority_classes),
+                "defaultPriorityClass": s.default_priority_class,
+            },
+            "checkpoints": ({"claim": self.checkpoints.claim, "mountRoot": self.checkpoints.mount_root}
+                            if self.checkpoints else None),
+            "preflight": ({"configMap": self.preflight.config_map, "key": self.preflight.key}
+                          if self.preflight else None),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Profile:
+        """A profile from its exported form (another stack's output; numbers may arrive as floats). The fabric
+        and nodes are validated again: they crossed a process boundary."""
+        d = normalize(data)
+        s, cp, pf = d["scheduler"], d.get("checkpoints"), d.get("preflight")
+        return cls(
+            cluster=d["cluster"],
+            namespaces=tuple(d["namespaces"]),
+            gpu=GpuProfile(d["gpu"]["product"], d["gpu"]["perNode"], d["gpu"]["taintKey"]),
+            nodes=NodesConfig.model_validate(d["nodes"]),
+            fabric=FabricConfig.model_validate(d["fabric"]),
+            scheduler=SchedulerProfile(
+                name=s["name"], queues=tuple(QueueProfile(q["name"], q.get("gpus")) for q in s["queues"]),
+                default_queue=s["defaultQueue"], priority_classes=tuple(s["priorityClasses"]),
+                default_priority_class=s["defaultPriorityClass"]),
+            checkpoints=CheckpointProfile(cp["claim"], cp["mountRoot"]) if cp else None,
+            preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
+        )
+
+
+def profile(platform: PlatformConfig) -> Profile:
+    """The profile of the cluster `platform` describes."""
+    return Profile(
+        cluster=platform.cluster,
+        namespaces=tuple(platform.training_namespaces),
+        gpu=GpuProfile(platform.gpu.product, platform.gpu.per_node, platform.gpu.taint_key),
+        nodes=platform.nodes,
+        fabric=platform.fabric,
+        scheduler=SchedulerProfile(
+            name=SCHEDULER_NAME if platform.components.volcano else None,
+            queues=tuple(QueueProfile(q.name, q.gpus) for q in platform.scheduler.queues),
+            default_queue=platform.scheduler.queue_for_jobs,
+            priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
+            default_priority_class=DEFAULT_PRIORITY_CLASS),
+        checkpoints=(CheckpointProfile(CHECKPOINT_CLAIM, CHECKPOINT_ROOT)
+                     if platform.components.checkpoint_storage else None),
         # The preflight script ships as a ConfigMap in each training namespace on RDMA fabrics.
-        "preflight": ({"configMap": PREFLIGHT_CONFIGMAP, "key": PREFLIGHT_KEY}
-                      if fabric.is_rdma(platform.fabric) else None),
-    }
+        preflight=(PreflightProfile(PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY) if platform.fabric.kind_row.rdma else None),
+    )
 
 
-def normalize(value, drop_none: bool = False):
+def normalize(value: Any, drop_none: bool = False) -> Any:
     """Plain data with integral floats back to ints (and, with drop_none, unset keys removed). Pulumi hands
     every number across the wire (StackReference outputs, mocks, policy props) as a float: 8.0 GPUs would
     render as nprocPerNode "8.0"."""
@@ -87,7 +182,7 @@ def normalize(value, drop_none: bool = False):
     return value
 
 
-def from_stack(stack: str) -> dict:
+def from_stack(stack: str) -> Profile:
     """The profile exported by another fastpath stack (`org/fastpath/prod-ib`), as plain data, so a
     TrainingJob in another project is wired from it at preview time. Call inside a Pulumi program."""
     import pulumi
@@ -98,4 +193,4 @@ def from_stack(stack: str) -> dict:
     value = details.value if details.value is not None else details.secret_value
     if not isinstance(value, dict):
         raise ValueError(f"stack {stack} exports no `profile`: is it a fastpath stack that has been deployed?")
-    return normalize(value)
+    return Profile.from_data(value)

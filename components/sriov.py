@@ -50,7 +50,7 @@ def pool_config(platform: PlatformConfig) -> dict:
         "kind": "SriovNetworkPoolConfig",
         "metadata": k8s.meta(POOL_NAME, platform.cluster, COMPONENT, namespace=OPERATOR_NAMESPACE),
         "spec": {
-            "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": platform.gpu.product}},
+            "nodeSelector": {"matchLabels": {k8s.GPU_PRODUCT_LABEL: platform.gpu.product}},
             "rdmaMode": "exclusive",
             "maxUnavailable": platform.fabric.sriov_max_unavailable,
         },
@@ -72,7 +72,7 @@ def node_policies(platform: PlatformConfig) -> list[dict]:
             nic["pfNames"] = [r.host_interface]
         spec = {
             "resourceName": r.resource_name,
-            "nodeSelector": {"nvidia.com/gpu.product": platform.gpu.product},
+            "nodeSelector": {k8s.GPU_PRODUCT_LABEL: platform.gpu.product},
             "nicSelector": nic,
             "numVfs": f.vfs_per_pf,
             "isRdma": True,

@@ -41,8 +41,8 @@ from pathlib import Path
 import pulumi
 
 from components import fabric, k8s, nccl
-from components.config import ConfigError, FabricConfig, JobSpec, job_problems, tcp_on_rdma
-from components.profile import normalize
+from components.config import ConfigError, JobSpec, tcp_on_rdma
+from components.profile import PreflightProfile, Profile
 
 SHM_GIB_PER_GPU = 16
 DEFAULT_MAX_RESTARTS = 3
@@ -67,7 +67,7 @@ class Resolved:
     """A job with every default and derived value filled in from the profile."""
 
     spec: JobSpec
-    profile: dict
+    profile: Profile
     namespace: str
     gpus: int
     memory_gib: int
@@ -84,6 +84,16 @@ class Resolved:
     @property
     def replicas(self) -> int:
         return self.spec.max_nodes
+
+    @property
+    def checkpoint_claim(self) -> str:
+        assert self.profile.checkpoints is not None, "checkpoint_dir is set only with a checkpoint claim"
+        return self.profile.checkpoints.claim
+
+    @property
+    def preflight(self) -> PreflightProfile:
+        assert self.profile.preflight is not None, "has_preflight() is checked first"
+        return self.profile.preflight
 
     @property
     def min_available(self) -> int:
@@ -106,17 +116,17 @@ def _cores(cpus: int) -> int:
     return cpus if cpus < 2 else cpus - cpus % 2
 
 
-def sizing(spec: JobSpec, profile: dict) -> tuple[int, int, int, int]:
+def sizing(spec: JobSpec, profile: Profile) -> tuple[int, int, int, int]:
     """(gpus, memory GiB, shm GiB, cpus) of each pod."""
-    per_node = profile["gpu"]["perNode"]
+    per_node = profile.gpu.per_node
     gpus = spec.gpus_per_node or per_node
-    memory = spec.memory_gib or _share(profile["nodes"]["memoryGiB"], gpus, per_node)
+    memory = spec.memory_gib or _share(profile.nodes.memory_gib, gpus, per_node)
     shm = spec.shm_gib or max(1, min(SHM_GIB_PER_GPU * gpus, memory // 4))
-    cpus = spec.cpus or _cores(_share(profile["nodes"]["cpus"], gpus, per_node))
+    cpus = spec.cpus or _cores(_share(profile.nodes.cpus, gpus, per_node))
     return gpus, memory, shm, cpus
 
 
-def sizing_problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
+def sizing_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     _, memory, shm, _ = sizing(spec, profile)
     if shm >= memory:
         key = "shmGiB" if spec.shm_gib else "memoryGiB"
@@ -157,10 +167,40 @@ def command_problems(spec: JobSpec) -> list[tuple[str, str]]:
                         f"e.g. [python, train.py, ...]")]
 
 
-def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
+def cluster_problems(job: JobSpec, profile: Profile) -> list[tuple[str, str]]:
+    """(key, message) for everything wrong with `job` on the cluster `profile` describes."""
+    out: list[tuple[str, str]] = []
+    gpu, nodes, sched = profile.gpu, profile.nodes, profile.scheduler
+    if job.namespace is not None and job.namespace not in profile.namespaces:
+        out.append(("namespace", f"{job.namespace!r} is not a training namespace of this cluster "
+                                 f"({', '.join(profile.namespaces)})"))
+    if job.gpus_per_node is not None and job.gpus_per_node > gpu.per_node:
+        out.append(("gpusPerNode", f"{job.gpus_per_node} is more than the {gpu.per_node} GPUs a node of this "
+                                   f"cluster has (fastpath:platform.gpu.perNode)"))
+    if job.max_nodes > nodes.count:
+        key = "nodes" if job.nodes is not None else "elastic.maxNodes"
+        out.append((key, f"{job.max_nodes} nodes asked, the cluster has {nodes.count} "
+                         "(fastpath:platform.nodes.count)"))
+    queues = [q.name for q in sched.queues]
+    if job.queue is not None and sched.name is None:
+        out.append(("queue", f"queue {job.queue!r} asked but Volcano is disabled "
+                             "(fastpath:platform.components.volcano): enable it or remove queue"))
+    elif job.queue is not None and job.queue not in queues:
+        out.append(("queue", f"{job.queue!r} is not a queue of this cluster ({', '.join(queues)})"))
+    if job.priority_class is not None and job.priority_class not in sched.priority_classes:
+        out.append(("priorityClass", f"{job.priority_class!r} is not one of {', '.join(sched.priority_classes)}"))
+    if job.memory_gib is not None and job.memory_gib > nodes.memory_gib:
+        out.append(("memoryGiB", f"{job.memory_gib} GiB is more than a node's {nodes.memory_gib} GiB "
+                                 "(fastpath:platform.nodes.memoryGiB)"))
+    if job.cpus is not None and job.cpus > nodes.cpus:
+        out.append(("cpus", f"{job.cpus} is more than a node's {nodes.cpus} CPUs"))
+    return out
+
+
+def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
-    found = job_problems(spec, profile) + command_problems(spec)
-    fab = FabricConfig.model_validate(profile["fabric"])
+    found = cluster_problems(spec, profile) + command_problems(spec)
+    fab = profile.fabric
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:
             found.append(("envOverrides", p))
@@ -170,7 +210,7 @@ def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     if spec.max_restarts is not None and spec.framework == "tensorflow":
         found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
                                      "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
-    per_node = profile["gpu"]["perNode"]
+    per_node = profile.gpu.per_node
     if (p := fabric.partial_node_problem(fab, spec.gpus_per_node or per_node, per_node)) is not None:
         found.append(("gpusPerNode", p))
     for name, local in spec.files.items():
@@ -184,17 +224,15 @@ def problems(spec: JobSpec, profile: dict) -> list[tuple[str, str]]:
     return found or sizing_problems(spec, profile)
 
 
-def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolved:
+def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Resolved:
     """Check `spec` against the cluster and fill in everything. Raises ConfigError naming each bad key."""
-    profile = normalize(profile)
     found = problems(spec, profile)
     if found:
         raise ConfigError(source, [f"{spec.name}.{k}: {m}" for k, m in found])
     gpus, memory, shm, cpus = sizing(spec, profile)
-    namespace = spec.namespace or profile["namespaces"][0]
-    sched = profile["scheduler"]
-    wiring = fabric.pod_wiring(FabricConfig.model_validate(profile["fabric"]), namespace, gpus,
-                               profile["gpu"]["perNode"], debug=spec.debug_nccl)
+    namespace = spec.namespace or profile.namespaces[0]
+    sched = profile.scheduler
+    wiring = fabric.pod_wiring(profile.fabric, namespace, gpus, profile.gpu.per_node, debug=spec.debug_nccl)
     env = dict(wiring.env)
     env.update(spec.env_overrides)
     env.update(spec.env)
@@ -204,14 +242,14 @@ def resolve(spec: JobSpec, profile: dict, source: str = "TrainingJob") -> Resolv
         # own store instead, so a lost node's replacement can rejoin (tests/test_restart.py shows both).
         env[RDZV_NO_SHARED_STORE] = "1"
     checkpoint_dir = None
-    if profile.get("checkpoints"):
-        checkpoint_dir = f"{profile['checkpoints']['mountRoot']}/{spec.name}"
+    if profile.checkpoints:
+        checkpoint_dir = f"{profile.checkpoints.mount_root}/{spec.name}"
         env["CHECKPOINT_DIR"] = checkpoint_dir
     return Resolved(
         spec=spec, profile=profile, namespace=namespace, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
-        queue=(spec.queue or sched["defaultQueue"]) if sched["name"] else None,
-        priority_class=(spec.priority_class or sched["defaultPriorityClass"]) if sched["name"] else None,
-        scheduler=sched["name"], wiring=wiring, env=env, overridden=tuple(spec.env_overrides),
+        queue=(spec.queue or sched.default_queue) if sched.name else None,
+        priority_class=(spec.priority_class or sched.default_priority_class) if sched.name else None,
+        scheduler=sched.name, wiring=wiring, env=env, overridden=tuple(spec.env_overrides),
         checkpoint_dir=checkpoint_dir,
     )
 
@@ -227,7 +265,7 @@ def env_list(r: Resolved) -> list[dict]:
 
 
 def _labels(r: Resolved, role: str) -> dict[str, str]:
-    return {**k8s.labels(r.profile["cluster"], COMPONENT), JOB_LABEL: r.spec.name, ROLE_LABEL: role}
+    return {**k8s.labels(r.profile.cluster, COMPONENT), JOB_LABEL: r.spec.name, ROLE_LABEL: role}
 
 
 def pod_template(r: Resolved, command: list[str], role: str = "worker", preflight_in_main: bool = False) -> dict:
@@ -253,7 +291,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         container["volumeMounts"].append({"name": "checkpoints", "mountPath": r.checkpoint_dir,
                                           "subPath": spec.name})
         volumes.append({"name": "checkpoints",
-                        "persistentVolumeClaim": {"claimName": prof["checkpoints"]["claim"]}})
+                        "persistentVolumeClaim": {"claimName": r.checkpoint_claim}})
     if spec.files:
         container["volumeMounts"].append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
         volumes.append({"name": "files", "configMap": {"name": files_configmap_name(spec)}})
@@ -264,8 +302,8 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     pod: dict = {
         "containers": [container],
         "volumes": volumes,
-        "nodeSelector": {"nvidia.com/gpu.product": prof["gpu"]["product"]},
-        "tolerations": [k8s.toleration(prof["gpu"]["taintKey"])],
+        "nodeSelector": {k8s.GPU_PRODUCT_LABEL: prof.gpu.product},
+        "tolerations": [k8s.toleration(prof.gpu.taint_key)],
         "affinity": {
             # One pod per node: each pod owns its node's GPUs and rails.
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -273,14 +311,14 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
             # Packed toward one topology domain (zone, rack or leaf): fewer switch hops between ranks.
             "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 100, "podAffinityTerm": {"labelSelector": job_selector,
-                                                    "topologyKey": prof["nodes"]["topologyKey"]}}]},
+                                                    "topologyKey": prof.nodes.topology_key}}]},
         },
     }
     if r.scheduler:
         pod["schedulerName"] = r.scheduler
         pod["priorityClassName"] = r.priority_class
     if has_preflight(r):
-        volumes.append({"name": "preflight", "configMap": {"name": prof["preflight"]["configMap"]}})
+        volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
         if preflight_in_main:
             container["env"] += [{"name": "FASTPATH_PREFLIGHT", "value": preflight_script(r)},
                                  *({"name": k, "value": v} for k, v in preflight_env(r).items())]
@@ -298,21 +336,21 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
 def primary_interface_annotation(r: Resolved) -> dict[str, str]:
     """A pod whose primary interface is not eth0 (fabric.podInterface) says so, so the policy pack judges
     NCCL_SOCKET_IFNAME against the interfaces the pod has."""
-    iface = FabricConfig.model_validate(r.profile["fabric"]).pod_interface
+    iface = r.profile.fabric.pod_interface
     return {} if iface == "eth0" else {nccl.PRIMARY_INTERFACE_ANNOTATION: iface}
 
 
 def has_preflight(r: Resolved) -> bool:
-    return bool(r.spec.preflight and r.profile.get("preflight") and r.wiring.capabilities)
+    return bool(r.spec.preflight and r.profile.preflight and r.wiring.capabilities)
 
 
 def preflight_script(r: Resolved) -> str:
-    return f"/fastpath/{r.profile['preflight']['key']}"
+    return f"/fastpath/{r.preflight.key}"
 
 
 def preflight_env(r: Resolved) -> dict[str, str]:
     """What components/preflight.sh checks this pod for."""
-    fab = FabricConfig.model_validate(r.profile["fabric"])
+    fab = r.profile.fabric
     rdma_devices = sum(r.wiring.resources.values())
     hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
     env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas,
@@ -440,10 +478,10 @@ def rendezvous(r: Resolved) -> list[dict]:
         }],
         # Every agent fails when the store goes, so keep it off the GPU nodes and off this job's nodes when it can
         # (a lost GPU node then never takes it along), but let it fall back to a GPU node's spare CPU.
-        "tolerations": [k8s.toleration(r.profile["gpu"]["taintKey"])],
+        "tolerations": [k8s.toleration(r.profile.gpu.taint_key)],
         "affinity": {
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
-                "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}}]},
+                "matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]}}]},
             "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
                 "podAffinityTerm": {"labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
                                     "topologyKey": "kubernetes.io/hostname"}}]},
@@ -452,7 +490,7 @@ def rendezvous(r: Resolved) -> list[dict]:
     }
     if r.priority_class:
         pod["priorityClassName"] = r.priority_class  # evicted no sooner than the job it serves
-    meta = k8s.meta(name, r.profile["cluster"], COMPONENT, namespace=r.namespace, extra_labels=labels)
+    meta = k8s.meta(name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels=labels)
     # Evicting it ends the job (every agent loses the store): no voluntary eviction (a drain waits, naming this
     # budget, until the job is gone) and no cluster-autoscaler scale-down of its node.
     pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": dict(meta),
@@ -469,7 +507,7 @@ def rendezvous(r: Resolved) -> list[dict]:
 
 
 def _meta(r: Resolved) -> dict:
-    return k8s.meta(r.spec.name, r.profile["cluster"], COMPONENT, namespace=r.namespace,
+    return k8s.meta(r.spec.name, r.profile.cluster, COMPONENT, namespace=r.namespace,
                     extra_labels={JOB_LABEL: r.spec.name})
 
 
@@ -506,7 +544,7 @@ def pytorch_job(r: Resolved) -> dict:
 def mpirun_command(r: Resolved) -> list[str]:
     """mpirun over every GPU of the job, forwarding (-x) every variable the pods get, with Open MPI's own TCP
     traffic on the pod's primary interface (it would otherwise try rail subnets that do not route)."""
-    iface = FabricConfig.model_validate(r.profile["fabric"]).pod_interface
+    iface = r.profile.fabric.pod_interface
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(r.replicas * r.gpus), "-bind-to", "none", "-map-by", "slot",
            "-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
     for name in [*r.env, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
@@ -632,7 +670,7 @@ def files_configmap(r: Resolved) -> dict | None:
     if not r.spec.files:
         return None
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": k8s.meta(files_configmap_name(r.spec), r.profile["cluster"], COMPONENT,
+            "metadata": k8s.meta(files_configmap_name(r.spec), r.profile.cluster, COMPONENT,
                                  namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}),
             "immutable": True, "data": files_data(r.spec)}
 
@@ -646,7 +684,7 @@ def manifest(r: Resolved) -> dict:
 
 def contract(r: Resolved) -> dict:
     """The effective contract of a job, for review: a change of fabric shows up as a diff of this."""
-    fab = r.profile["fabric"]
+    fab = r.profile.fabric
     size = (f"{r.spec.nodes}" if r.spec.nodes is not None
             else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)")
     return {
@@ -654,7 +692,7 @@ def contract(r: Resolved) -> dict:
         "namespace": r.namespace,
         "kind": manifest(r)["kind"],
         "replicas": f"{size} x {r.gpus} GPUs",
-        "fabric": fab["kind"] + (f"/{fab['attachment']}" if fab.get("attachment") else ""),
+        "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
         "transport": r.wiring.transport,
         "networks": [rail.network for rail in r.wiring.rails],
         "rdmaResources": dict(r.wiring.resources),
@@ -686,7 +724,7 @@ def fault_summary(r: Resolved) -> str:
 @dataclass
 class TrainingJobArgs:
     spec: JobSpec
-    profile: dict  # Platform.profile, or components.profile.from_stack("org/fastpath/prod-ib")
+    profile: Profile  # Platform.profile, or components.profile.from_stack("org/fastpath/prod-ib")
 
 
 class TrainingJob(pulumi.ComponentResource):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import yaml
@@ -62,15 +63,19 @@ def values(platform: PlatformConfig) -> dict:
     return {"custom": {"scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False)}}
 
 
-def queues(platform: PlatformConfig) -> list[dict]:
-    out = []
-    for q in platform.scheduler.queues:
-        spec: dict = {"weight": q.weight, "reclaimable": q.reclaimable}
-        if q.gpus is not None:
-            spec["capability"] = {"nvidia.com/gpu": q.gpus}
-        out.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                    "metadata": k8s.meta(q.name, platform.cluster, COMPONENT), "spec": spec})
-    return out
+def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool,
+          gpus: int | None) -> dict[str, Any]:
+    """A Volcano Queue; `gpus` caps what it holds at once (capability: a ceiling, it reserves nothing)."""
+    spec: dict[str, Any] = {"weight": weight, "reclaimable": reclaimable}
+    if gpus is not None:
+        spec["capability"] = {"nvidia.com/gpu": gpus}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": k8s.meta(name, cluster, component), "spec": spec}
+
+
+def queues(platform: PlatformConfig) -> list[dict[str, Any]]:
+    return [queue(q.name, platform.cluster, COMPONENT, q.weight, q.reclaimable, q.gpus)
+            for q in platform.scheduler.queues]
 
 
 def priority_classes(platform: PlatformConfig) -> list[dict]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components import acceptance, config, fabric, training_job
+from components import acceptance, config, fabric, stack, training_job
 from components.config import AcceptanceConfig, FabricConfig, PlatformConfig
 from components.profile import profile as make_profile
 from tests.conftest import ROOT, stack_platform
@@ -83,7 +83,7 @@ def test_series_runs_one_size_at_a_time_in_one_job():
 
 def test_acceptance_queue_is_capped_at_the_largest_run():
     p = PlatformConfig.model_validate({**stack_platform("prod-ib"), "acceptance": {"enabled": True, "nodes": 4}})
-    q = acceptance.queue(p.acceptance, make_profile(p), "prod-ib")
+    q = acceptance.queue(p.acceptance, make_profile(p))
     assert q["metadata"]["name"] == acceptance.QUEUE
     assert q["spec"]["capability"] == {"nvidia.com/gpu": 32} and q["spec"]["reclaimable"] is False
 
@@ -124,4 +124,4 @@ def test_acceptance_bigger_than_the_cluster_is_refused():
     p = stack_platform("prod-roce")
     p["acceptance"] = {"enabled": True, "scaling": [2, 32]}
     with pytest.raises(config.ConfigError, match=r"acceptance.scaling\[1\] is 32 but the cluster has 16 nodes"):
-        config.parse({"platform": p}, "stacks/Pulumi.prod-roce.yaml")
+        stack.parse({"platform": p}, "stacks/Pulumi.prod-roce.yaml")

@@ -10,6 +10,7 @@ from components import (
     checkpoints,
     fabric,
     gpu_operator,
+    kinds,
     network_operator,
     networks,
     platform,
@@ -316,7 +317,7 @@ def test_sriov_policies_and_networks(changes, link, kind):
     for ns in ("training", "research"):
         net = by_place[(ns, rail6.network)]
         assert "networkNamespace" not in net
-        assert f"{fabric.SRIOV_RESOURCE_PREFIX}/{net['resourceName']}" == rail6.resource
+        assert f"{kinds.ATTACHMENTS['sriov'].resource_prefix}/{net['resourceName']}" == rail6.resource
         assert json.loads(net["metaPlugins"]) == {"type": "rdma"}
         # Pods reference the network by the name the operator gives the NAD: the CR's, in their own namespace.
         annotation = json.loads(fabric.networks_annotation(ns, [rail6]))

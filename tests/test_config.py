@@ -2,7 +2,7 @@
 
 import pytest
 
-from components import config
+from components import config, stack
 from tests.conftest import STACKS, stack_platform
 
 
@@ -35,7 +35,13 @@ BAD = [
                                                             "overlap"]),
     ("prod-ib", "fabric.rails[1].subnet", "10.100.16.1/20", ["fabric.rails[1].subnet", "host bits"]),
     ("prod-ib", "fabric.rails[5].hca", "mlx5_0", ["fabric.rails[0].hca", "fabric.rails[5].hca", "own HCA"]),
-    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared or hostdevice"]),
+    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared, hostdevice, hostnetwork or "
+                                                                   "rdma-only"]),
+    # A RoCE GID is an address on the rail's netdev: without a network attachment the pod has none.
+    ("prod-roce", "fabric.attachment", "rdma-only", ["fabric.attachment 'rdma-only'", "roce", "GID",
+                                                     "sriov, shared, hostdevice or hostnetwork"]),
+    # On the host network eth0 is rarely the node's interface: NCCL bootstrap must be told which one.
+    ("prod-roce", "fabric.attachment", "hostnetwork", ["'hostnetwork'", "fabric.podInterface", "bond0"]),
     ("prod-ib", "fabric.gidIndex", 3, ["fabric.gidIndex", "roce"]),
     ("prod-roce", "fabric.ncclOverrides", {"NCCL_TIMEOUT": "1800"}, ["fabric.ncclOverrides",
                                                                       "torch.distributed.init_process_group"]),
@@ -72,28 +78,28 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("stack", "path", "value", "expect"), BAD, ids=[f"{b[0]}:{b[1]}" for b in BAD])
-def test_bad_config_is_refused_with_key_path_and_fix(stack, path, value, expect):
-    platform = stack_platform(stack)
+@pytest.mark.parametrize(("stack_name", "path", "value", "expect"), BAD, ids=[f"{b[0]}:{b[1]}" for b in BAD])
+def test_bad_config_is_refused_with_key_path_and_fix(stack_name, path, value, expect):
+    platform = stack_platform(stack_name)
     set_path(platform, path, value)
     with pytest.raises(config.ConfigError) as err:
-        config.parse({"platform": platform}, f"stacks/Pulumi.{stack}.yaml")
+        stack.parse({"platform": platform}, f"stacks/Pulumi.{stack_name}.yaml")
     message = str(err.value)
-    assert message.startswith(f"stacks/Pulumi.{stack}.yaml: fastpath:platform"), message
+    assert message.startswith(f"stacks/Pulumi.{stack_name}.yaml: fastpath:platform"), message
     for piece in expect:
         assert piece in message, f"{piece!r} not in {message!r}"
 
 
 def test_unknown_top_level_key_and_missing_platform():
     with pytest.raises(config.ConfigError, match=r"fastpath:platfrom: unknown key"):
-        config.parse({"platfrom": {}}, "stacks/Pulumi.x.yaml")
+        stack.parse({"platfrom": {}}, "stacks/Pulumi.x.yaml")
     with pytest.raises(config.ConfigError, match=r"fastpath:platform: required"):
-        config.parse({}, "stacks/Pulumi.x.yaml")
+        stack.parse({}, "stacks/Pulumi.x.yaml")
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_committed_stacks_load_and_round_trip(stack):
-    cfg = config.parse({"platform": stack_platform(stack)}, f"stacks/Pulumi.{stack}.yaml")
+@pytest.mark.parametrize("name", STACKS)
+def test_committed_stacks_load_and_round_trip(name):
+    cfg = stack.parse({"platform": stack_platform(name)}, f"stacks/Pulumi.{name}.yaml")
     # to_config() is what the profile exports: it must read back to the same model.
     assert config.PlatformConfig.model_validate(cfg.platform.to_config()) == cfg.platform
 
@@ -109,7 +115,7 @@ def by_pci_address(platform: dict) -> dict:
 def test_sriov_rails_by_pci_address_in_several_namespaces_are_accepted():
     platform = by_pci_address(stack_platform("prod-ib"))
     platform["trainingNamespaces"] = ["training", "research"]
-    cfg = config.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml").platform
+    cfg = stack.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml").platform
     assert cfg.fabric.rails[2].root_devices == ["0000:1a:00.0"] and cfg.fabric.rails[2].interface is None
     assert cfg.training_namespaces == ["training", "research"]
 
@@ -119,7 +125,7 @@ def test_one_pf_address_serves_one_rail():
     platform["fabric"]["rails"][5]["rootDevices"] = ["0000:18:00.0"]
     with pytest.raises(config.ConfigError, match=r"fabric.rails\[0\].rootDevices and fabric.rails\[5\].rootDevices both "
                                                  r"list 0000:18:00.0: each PF serves one rail"):
-        config.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml")
+        stack.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml")
 
 
 @pytest.mark.parametrize(("value", "enabled", "labels"), [
@@ -128,10 +134,10 @@ def test_one_pf_address_serves_one_rail():
 def test_monitoring_takes_an_object_or_the_old_bool(value, enabled, labels):
     platform = stack_platform("dev")
     platform["monitoring"] = value
-    mon = config.parse({"platform": platform}, "stacks/Pulumi.dev.yaml").platform.monitoring
+    mon = stack.parse({"platform": platform}, "stacks/Pulumi.dev.yaml").platform.monitoring
     assert (mon.enabled, mon.service_monitor_labels) == (enabled, labels)
 
 
 def test_decode_passes_json_and_plain_strings():
-    assert config.decode('{"a": 1}') == {"a": 1}
-    assert config.decode("training") == "training"
+    assert stack.decode('{"a": 1}') == {"a": 1}
+    assert stack.decode("training") == "training"

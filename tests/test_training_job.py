@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from components import config, fabric, training_job
+from components import config, fabric, stack, training_job
 from components.config import JobSpec, PlatformConfig
+from components.profile import Profile
 from components.profile import profile as make_profile
 from tests.conftest import SHARED, stack_platform
 from tools import schemas
@@ -66,7 +67,7 @@ def test_job_pod_wiring(fab, fw, size):
     prof = profile_for(fab)
     r = training_job.resolve(job(fw, size), prof)
     m = training_job.manifest(r)
-    wiring = fabric.pod_wiring(config.FabricConfig.model_validate(prof["fabric"]), "training", 8, 8)
+    wiring = fabric.pod_wiring(prof.fabric, "training", 8, 8)
     expected_env = [{"name": k, "value": v} for k, v in wiring.env.items()]
     # pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/dynamic_rendezvous.py reads it (shared store
     # off): with the shared store a replacement agent never rejoins (tests/test_restart.py shows both).
@@ -223,7 +224,7 @@ def test_partial_node_pod_is_on_every_rail(fab):
     its PCIe-local NIC, and two such pods on a node do not share half the rails."""
     prof = profile_for(fab)
     r = training_job.resolve(job("pytorch", "fixed", gpusPerNode=4), prof)
-    rails = len(prof["rails"])
+    rails = len(prof.rails)
     assert len(r.wiring.rails) == rails and r.memory_gib == 900 and r.shm_gib == 64
     annotation = json.loads(r.wiring.annotations[fabric.NETWORKS_ANNOTATION])
     assert [a["interface"] for a in annotation] == [f"net{i + 1}" for i in range(rails)]
@@ -235,7 +236,7 @@ def test_partial_node_job_refused_on_hostdevice():
     p["fabric"]["attachment"] = "hostdevice"
     with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.gpusPerNode: 2 of a node's 4 GPUs on "
                                                  r"fabric.attachment 'hostdevice'"):
-        config.parse({"platform": p, "jobs": [{**GOOD, "gpusPerNode": 2}]}, "s")
+        stack.parse({"platform": p, "jobs": [{**GOOD, "gpusPerNode": 2}]}, "s")
 
 
 # ------------------------------------------------------------------------------------------- bad input
@@ -277,7 +278,7 @@ def test_bad_job_is_refused_with_key_and_fix(change, needle):
     raw = {**GOOD, **change}
     raw = {k: v for k, v in raw.items() if v is not None}
     with pytest.raises(config.ConfigError) as err:
-        config.parse({"platform": stack_platform("prod-ib"), "jobs": [raw]}, "stacks/Pulumi.prod-ib.yaml")
+        stack.parse({"platform": stack_platform("prod-ib"), "jobs": [raw]}, "stacks/Pulumi.prod-ib.yaml")
     assert needle in str(err.value)
     assert str(err.value).startswith("stacks/Pulumi.prod-ib.yaml: fastpath:jobs[0]")
 
@@ -286,12 +287,12 @@ def test_queue_refused_when_volcano_disabled():
     p = stack_platform("prod-ib")
     p["components"] = {"volcano": False}
     with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.queue: queue 'research' asked but Volcano is disabled"):
-        config.parse({"platform": p, "jobs": [{**GOOD, "queue": "research"}]}, "s")
+        stack.parse({"platform": p, "jobs": [{**GOOD, "queue": "research"}]}, "s")
 
 
 def test_duplicate_job_names_refused():
     with pytest.raises(config.ConfigError, match=r"jobs\[1\]\.name: 'run' is already a job"):
-        config.parse({"platform": stack_platform("prod-ib"), "jobs": [GOOD, GOOD]}, "s")
+        stack.parse({"platform": stack_platform("prod-ib"), "jobs": [GOOD, GOOD]}, "s")
 
 
 def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
@@ -312,7 +313,7 @@ def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
     (store,) = [r for r in run.registrations if r.type == "kubernetes:apps/v1:Deployment"]
     assert store.inputs["metadata"]["ownerReferences"][0]["name"] == "run"
     assert store.inputs["metadata"]["ownerReferences"][0]["uid"]
-    direct = training_job.manifest(training_job.resolve(spec, exported))
+    direct = training_job.manifest(training_job.resolve(spec, Profile.from_data(exported)))
     assert render.integral(registered.inputs)["spec"] == direct["spec"]
     # Numbers crossed the wire as floats; the job must still say 4 processes, not "4.0".
     assert registered.inputs["spec"]["nprocPerNode"] == "4"
@@ -369,9 +370,9 @@ def test_preflight_configmap_ships_the_tested_script():
 def test_job_named_like_the_acceptance_job_is_refused():
     p = stack_platform("prod-roce")  # acceptance enabled: nccl-acceptance in namespace training
     with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.name: 'nccl-acceptance' is the name of a fabric"):
-        config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2}]}, "s")
+        stack.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2}]}, "s")
     # In another namespace the name is free.
-    config.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2,
+    stack.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2,
                                            "namespace": "research"}]}, "s")
 
 
@@ -380,4 +381,4 @@ def test_files_over_a_configmaps_size_are_refused(tmp_path, monkeypatch):
     big.write_bytes(b"x" * (1024 * 1024))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.files: 1048576 bytes in all; a ConfigMap holds"):
-        config.parse({"platform": stack_platform("prod-ib"), "jobs": [{**GOOD, "files": {"w": "weights.bin"}}]}, "s")
+        stack.parse({"platform": stack_platform("prod-ib"), "jobs": [{**GOOD, "files": {"w": "weights.bin"}}]}, "s")

@@ -1,0 +1,117 @@
+"""The fabric kinds and rail attachments fastpath knows: one row each, and nothing else imports a kind by string.
+
+A kind is the inter-node fabric (what NCCL's traffic rides on); an attachment is how a rail's NIC reaches a
+training pod. Code that differs per kind or attachment dispatches with `match` and `assert_never`, so a new row
+fails type checking (`make typecheck`) everywhere a case is missing; what does not differ is read off the row.
+Adding a kind or an attachment is one row here plus its real differences (docs/architecture.md).
+
+Pure data: no Pulumi, no config imports (config validates against these rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+FabricKind = Literal["infiniband", "roce", "efa", "tcp"]
+Attachment = Literal["sriov", "shared", "hostdevice", "hostnetwork", "rdma-only"]
+# The NCCL network transport a multi-node job should run on, as tools.ncclcheck names it.
+Transport = Literal["ib", "roce", "efa", "socket"]
+# Who hands a pod a rail's RDMA device.
+DevicePlugin = Literal["sriov", "rdma-shared", "hostdevice"]
+
+TRANSPORTS: tuple[str, ...] = get_args(Transport)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: FabricKind
+    transport: Transport  # what ncclcheck --expect says for a multi-node run
+    rdma: bool  # pods pin memory (IPC_LOCK), get RDMA devices, and run the preflight
+    rails: bool  # the NICs are described by fabric.rails and served by the Network Operator
+    attachments: tuple[Attachment, ...]  # allowed fabric.attachment values (empty: the key is not allowed)
+    nccl_net: str | None  # NCCL_NET by default: NCCL fails at init instead of falling back to sockets
+    ib_env: bool  # NCCL's IB verbs transport runs: NCCL_IB_HCA and friends apply
+    link_layer: str | None  # /sys/class/infiniband/<hca>/ports/1/link_layer the preflight expects
+    summary: str
+
+
+@dataclass(frozen=True)
+class AttachmentKind:
+    name: Attachment
+    device_plugin: DevicePlugin
+    resource_prefix: str  # the device plugin's resource prefix
+    resource_stem: str  # a rail's resource is <prefix>/<stem>_<rail>
+    secondary_network: bool  # a NetworkAttachmentDefinition per rail, Multus, NV-IPAM, a Multus annotation
+    host_network: bool  # pods share the node's network namespace
+    whole_node: str | None  # why a pod with part of a node's GPUs cannot be wired, or None
+    host_hca_names: bool  # pods see the host's HCA names (NCCL_IB_HCA lists them); False: VFs are renamed
+    interface_role: str  # what fabric.rails[].interface names on the host
+    summary: str
+
+
+KINDS: Mapping[FabricKind, Kind] = {
+    "infiniband": Kind(
+        name="infiniband", transport="ib", rdma=True, rails=True,
+        attachments=("sriov", "shared", "hostdevice", "hostnetwork", "rdma-only"),
+        nccl_net="IB", ib_env=True, link_layer="InfiniBand",
+        summary="InfiniBand HCAs, one rail per NIC; NCCL's IB verbs transport"),
+    "roce": Kind(
+        name="roce", transport="roce", rdma=True, rails=True,
+        # rdma-only is not offered: a RoCE GID is an IP address on the rail's netdev, which a pod reaches only
+        # through a network attachment (or the host's network namespace).
+        attachments=("sriov", "shared", "hostdevice", "hostnetwork"),
+        nccl_net="IB", ib_env=True, link_layer="Ethernet",
+        summary="RDMA over Converged Ethernet; NCCL's IB verbs transport over RoCEv2 GIDs"),
+    "efa": Kind(
+        name="efa", transport="efa", rdma=True, rails=False, attachments=(),
+        nccl_net="Libfabric", ib_env=False, link_layer=None,
+        summary="AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin (the EFA device plugin's resource)"),
+    "tcp": Kind(
+        name="tcp", transport="socket", rdma=False, rails=False, attachments=(),
+        nccl_net=None, ib_env=False, link_layer=None,
+        summary="no RDMA: NCCL's Socket transport over the pod network"),
+}
+
+_PARTIAL_PF = ("each rail's PF goes to one pod whole, so a partial-node pod would get NICs that are not next to its "
+               "GPUs (or none) and a second pod on the node no rail at all")
+_PARTIAL_HOST = ("pods on the host network share the node's ports and interfaces, so a second pod on the node "
+                 "would collide with the first (the container ports become host ports)")
+
+ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
+    "sriov": AttachmentKind(
+        name="sriov", device_plugin="sriov", resource_prefix="nvidia.com", resource_stem="sriov",
+        secondary_network=True, host_network=False, whole_node=None, host_hca_names=False,
+        interface_role="the PF name (nicSelector.pfNames)",
+        summary="a VF per rail per pod from the SR-IOV operator, with its own IP (NV-IPAM)"),
+    "shared": AttachmentKind(
+        name="shared", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
+        secondary_network=True, host_network=False, whole_node=None, host_hca_names=True,
+        interface_role="the macvlan/IPoIB master",
+        summary="the RDMA shared device plugin, with a macvlan (RoCE) or IPoIB (InfiniBand) interface per rail"),
+    "hostdevice": AttachmentKind(
+        name="hostdevice", device_plugin="hostdevice", resource_prefix="nvidia.com", resource_stem="hostdev",
+        secondary_network=True, host_network=False, whole_node=_PARTIAL_PF, host_hca_names=True,
+        interface_role="the PF whose devices the device plugin hands out",
+        summary="each rail's whole PF moved into the pod (host-device CNI)"),
+    "hostnetwork": AttachmentKind(
+        name="hostnetwork", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
+        secondary_network=False, host_network=True, whole_node=_PARTIAL_HOST, host_hca_names=True,
+        interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
+        summary="pods on the host network, /dev/infiniband from the RDMA shared device plugin"),
+    "rdma-only": AttachmentKind(
+        name="rdma-only", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
+        secondary_network=False, host_network=False, whole_node=None, host_hca_names=True,
+        interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
+        summary="the RDMA shared device plugin alone: IB verbs need no IP on the rail, bootstrap stays on the "
+                "pod's primary interface"),
+}
+
+
+def kind(name: FabricKind) -> Kind:
+    return KINDS[name]
+
+
+def attachment(name: Attachment) -> AttachmentKind:
+    return ATTACHMENTS[name]

@@ -1,0 +1,130 @@
+"""Loading a stack: the `fastpath:*` keys of a stack file (or the Pulumi runtime's config) into a StackConfig,
+each job checked on its own and against the cluster, or one ConfigError naming the file and every bad key path.
+
+The models and their own rules are components/config.py; what a job may ask of a cluster is
+components/training_job.py (`problems`). This module is the only one that knows both, so neither imports the
+other's side.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from components import acceptance, k8s_syntax, training_job
+from components.config import ConfigError, JobSpec, PlatformConfig, StackConfig
+from components.profile import profile as make_profile
+
+NAMESPACE = "fastpath"
+KNOWN_KEYS = ("platform", "jobs")
+
+
+SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
+
+
+def _loc(prefix: str, loc: tuple) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            # A key with control characters, quotes or nothing at all is shown quoted, so the path stays one line.
+            out += f".{part}" if SIMPLE_KEY.match(str(part)) else f"[{k8s_syntax.short(str(part), 40)}]"
+    return out
+
+
+def _problems(err: ValidationError, prefix: str) -> list[str]:
+    problems = []
+    for e in err.errors():
+        # Pydantic appends the failing member's type name to unions' locations; it means nothing to a user.
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int", "bool"))))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key: check its spelling against docs/config.md"
+        problems.append(f"{_loc(prefix, loc)}: {msg}")
+    return problems
+
+
+def parse(raw: dict[str, Any], source: str) -> StackConfig:
+    """Validate the stack's `fastpath:*` config (key without namespace -> decoded value).
+
+    Raises ConfigError naming `source` (the stack file) and each failing key path.
+    """
+    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(source, [f"{NAMESPACE}:{k}: unknown key (fastpath reads only "
+                                   f"{', '.join(NAMESPACE + ':' + k for k in KNOWN_KEYS)})" for k in unknown])
+    if raw.get("platform") is None:
+        raise ConfigError(source, [f"{NAMESPACE}:platform: required: describe the cluster (see docs/config.md)"])
+    try:
+        platform = PlatformConfig.model_validate(raw["platform"])
+    except ValidationError as err:
+        raise ConfigError(source, _problems(err, f"{NAMESPACE}:platform")) from None
+    jobs = raw.get("jobs") or []
+    if not isinstance(jobs, list):
+        raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
+    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source))
+
+
+def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
+    """Each job on its own (JobSpec), then against this cluster's profile (training_job.problems), then names."""
+    prof = make_profile(platform)
+    problems: list[str] = []
+    out: list[JobSpec] = []
+    for i, raw in enumerate(jobs):
+        prefix = f"{NAMESPACE}:jobs[{i}]"
+        try:
+            job = JobSpec.model_validate(raw)
+        except ValidationError as err:
+            problems += _problems(err, prefix)
+            continue
+        problems += [f"{prefix}.{key}: {msg}" for key, msg in training_job.problems(job, prof)]
+        out.append(job)
+    names = [(j.namespace or prof.namespaces[0], j.name) for j in out]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
+    # The acceptance job lives in the first training namespace under a fixed name.
+    if platform.acceptance.enabled:
+        reserved = {acceptance.JOB_NAME}
+        for i, (ns, name) in enumerate(names):
+            if ns == prof.namespaces[0] and name in reserved:
+                problems.append(f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "
+                                "(fastpath:platform.acceptance): rename the job")
+    if problems:
+        raise ConfigError(source, problems)
+    return out
+
+
+def decode(value: Any) -> Any:
+    """Pulumi hands structured config to the program as JSON text; plain strings stay strings."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def from_pulumi() -> StackConfig:
+    """Read and validate the current stack's config through the Pulumi runtime (real engine or mocks)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    # The language host may pass config in PULUMI_CONFIG or set it in-process (mocks do the latter): read both.
+    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    raw = {}
+    for key, value in merged.items():
+        ns, _, name = key.partition(":")
+        if ns == NAMESPACE:
+            raw[name] = decode(value)
+    return parse(raw, stack_file(pulumi.get_stack()))
+
+
+def stack_file(stack: str) -> str:
+    return f"stacks/Pulumi.{stack}.yaml"
+
+
