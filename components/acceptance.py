@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pulumi
 
@@ -91,10 +92,11 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     wait = launcher["command"][:4]  # sh -c LAUNCHER launcher: wait for every worker, then run "$@" (no retry)
     launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
-    runs = []
+    runs: list[dict[str, Any]] = []
     for n in counts:
         ranks = n * r.gpus
         args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", str(n), "--ranks", str(ranks)]
+        expect: str
         if n > 1:
             expect, floor, warn = r.wiring.transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
         else:  # one node: NVLink/SHM only, no network to judge

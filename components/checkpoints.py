@@ -76,6 +76,9 @@ def storage_class(platform: PlatformConfig) -> dict | None:
 
 
 def claims(platform: PlatformConfig) -> list[dict]:
+    if platform.checkpoints is None:  # the config refuses checkpointStorage without it
+        return []
+    size = platform.checkpoints.size
     return [{
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -83,7 +86,7 @@ def claims(platform: PlatformConfig) -> list[dict]:
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": storage_class_name(platform),
-            "resources": {"requests": {"storage": platform.checkpoints.size}},
+            "resources": {"requests": {"storage": size}},
         },
     } for ns in platform.training_namespaces]
 

@@ -248,11 +248,11 @@ class FabricConfig(_Model):
             raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
         if self.kind != "efa" and self.efa_devices_per_node:
             raise ValueError("fabric.efaDevicesPerNode is only for fabric.kind 'efa'")
-        for name, value in self.nccl_overrides.items():
+        for name, value in self.overrides.items():
             if (p := tcp_on_rdma(self, name, value)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p}")
-        if (value := self.nccl_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-            if (p := nccl.socket_ifname_problem(value, self.pod_interfaces)) is not None:
+        if (ifname := self.overrides.get("NCCL_SOCKET_IFNAME")) is not None:
+            if (p := nccl.socket_ifname_problem(ifname, self.pod_interfaces)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p} (or change fabric.podInterface)")
         if self.nccl_net is not None and not row.rdma:
             raise ValueError(f"fabric.ncclNet is for RDMA fabrics; fabric.kind {self.kind!r} uses NCCL's Socket "
@@ -316,6 +316,11 @@ class FabricConfig(_Model):
 
     def rail_name(self, index: int) -> str:
         return self.rails[index].name or f"rail{index}"
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """fabric.ncclOverrides as the environment spells them (the validator already made every value text)."""
+        return {name: str(value) for name, value in self.nccl_overrides.items()}
 
     @property
     def kind_row(self) -> kinds.Kind:

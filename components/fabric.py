@@ -178,7 +178,7 @@ def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dic
         env["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
     else:
         env["NCCL_DEBUG"] = "WARN"
-    env.update(fabric.nccl_overrides)
+    env.update(fabric.overrides)
     return env
 
 

@@ -6,6 +6,7 @@ turns a manifest into a Pulumi resource, so components stay thin and tests read 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -57,7 +58,10 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
+@functools.cache
 def _typed_classes() -> dict[tuple[str, str], Any]:
+    # Once per process: each attribute below goes through pulumi_kubernetes' lazy modules, a measurable cost
+    # when every job registers three or four objects.
     import pulumi_kubernetes as k8s
 
     return {

@@ -37,6 +37,7 @@ def attachments(platform: PlatformConfig) -> list[dict]:
     out = []
     for ns in platform.training_namespaces:
         for r in fab.rails(platform.fabric):
+            assert r.network is not None, "SecondaryNetworks is built only for attachments with a network"
             out.append({
                 "apiVersion": "k8s.cni.cncf.io/v1",
                 "kind": "NetworkAttachmentDefinition",

@@ -92,7 +92,7 @@ class Platform(pulumi.ComponentResource):
             # With the operator's DOCA driver, NFS over RDMA mounts once the driver (ENABLE_NFSRDMA: rpcrdma) is up,
             # which the policy's readiness says; host DOCA-OFED loads rpcrdma on its own (README).
             doca = self.network_operator is not None and not p.gpu.host_mofed
-            after = [self.network_operator.policy] if nfs and nfs.rdma and doca else []
+            after = [self.network_operator.policy] if self.network_operator and nfs and nfs.rdma and doca else []
             CheckpointStorage("checkpoints", CheckpointStorageArgs(p, namespaces=self.namespaces, after=after), child)
         self.profile = profile(p)
         # What a job waits for: this platform and every object of the Training Operator's overlay (its CRDs, its

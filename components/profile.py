@@ -13,6 +13,7 @@ from typing import Any
 
 from components import fabric, kinds
 from components.config import CHECKPOINT_ROOT, FabricConfig, NodesConfig, PlatformConfig
+from components.fabric import Rail
 
 SCHEDULER_NAME = "volcano"
 # What Volcano v1.15.1, as components/volcano.py configures it, does with these tiers (PodGroup priorityClassName):
@@ -94,7 +95,7 @@ class Profile:
         return self.fabric.kind_row.transport
 
     @property
-    def rails(self) -> tuple[fabric.Rail, ...]:
+    def rails(self) -> tuple[Rail, ...]:
         return tuple(fabric.rails(self.fabric))
 
     def to_data(self) -> dict[str, Any]:

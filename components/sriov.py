@@ -99,7 +99,7 @@ def networks(platform: PlatformConfig) -> list[dict]:
     return [{
         "apiVersion": "sriovnetwork.openshift.io/v1",
         "kind": kind,
-        "metadata": k8s.meta(r.network, platform.cluster, COMPONENT, namespace=ns),
+        "metadata": k8s.meta(r.network or r.name, platform.cluster, COMPONENT, namespace=ns),
         "spec": {"resourceName": r.resource_name, "ipam": ipam(r), "linkState": "enable",
                  "metaPlugins": RDMA_META_PLUGIN},
     } for ns in platform.training_namespaces for r in fab.rails(f)]

@@ -204,8 +204,8 @@ def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:
             found.append(("envOverrides", p))
-    if (value := spec.env_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-        if (p := nccl.socket_ifname_problem(value, fabric.pod_interfaces(fab))) is not None:
+    if (ifname := spec.env_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
+        if (p := nccl.socket_ifname_problem(ifname, fab.pod_interfaces)) is not None:
             found.append(("envOverrides", p))
     if spec.max_restarts is not None and spec.framework == "tensorflow":
         found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
@@ -685,7 +685,7 @@ def manifest(r: Resolved) -> dict:
 def contract(r: Resolved) -> dict:
     """The effective contract of a job, for review: a change of fabric shows up as a diff of this."""
     fab = r.profile.fabric
-    size = (f"{r.spec.nodes}" if r.spec.nodes is not None
+    size = (f"{r.spec.nodes}" if r.spec.elastic is None
             else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)")
     return {
         "job": r.spec.name,

@@ -97,7 +97,7 @@ def configure_deployment(obj: dict, flags: list[str]) -> None:
     pod.setdefault("metadata", {}).setdefault("annotations", {})[TEMPLATE_HASH_ANNOTATION] = digest
 
 
-def omit_namespace(obj: dict) -> None:
+def omit_namespace(obj: dict, opts: pulumi.ResourceOptions | None = None) -> None:
     """Drop the overlay's bare `kubeflow` Namespace (a kustomize transformation): fastpath creates it with
     deliberate Pod Security labels, before the ConfigMap the Deployment mounts."""
     if obj.get("kind") == "Namespace" and obj.get("metadata", {}).get("name") == NAMESPACE:
@@ -148,7 +148,7 @@ class TrainingOperator(pulumi.ComponentResource):
         self.directory = pulumi_kubernetes.kustomize.Directory(
             "training-operator",
             directory=self.url,
-            transformations=[omit_namespace, lambda obj: configure_deployment(obj, flags), wait],
+            transformations=[omit_namespace, lambda obj, _opts: configure_deployment(obj, flags), wait],
             opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
         )
         # Every object of the overlay (CRDs, the webhook, the Deployment, which Pulumi awaits until it is ready):
