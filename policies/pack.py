@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationArgs, ResourceValidationPolicy
 
-from policies.rules import ADVISORY, MANDATORY, RULES, Rule, add_ipc_lock, evaluate, normalize
+from policies.rules import ADVISORY, MANDATORY, RULES, Rule, evaluate, normalize
 
 LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVISORY}
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -32,12 +32,14 @@ def validator(rule: Rule, level: str):
 
 
 def remediation(rule: Rule):
-    if rule.id != "rdma-ipc-lock":
+    """The rule's automatic fix as CrossGuard calls it, or None when the rule has none."""
+    fix = rule.remediate
+    if fix is None:
         return None
 
     def remediate(args: ResourceValidationArgs):
         obj = _kubernetes_object(args)
-        return add_ipc_lock(obj) if obj is not None else None
+        return fix(obj) if obj is not None else None
 
     return remediate
 
@@ -58,10 +60,10 @@ def policies() -> list[ResourceValidationPolicy]:
         out.append(ResourceValidationPolicy(
             name=rule.id, description=f"{rule.title}. {rule.description}",
             validate=validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
-            config_schema=config_schema(rule), remediate=remediation(rule)))
+            config_schema=config_schema(rule), remediate=remediation(rule), remediation_steps=rule.remediation))
         if rule.mixed:
             out.append(ResourceValidationPolicy(
                 name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",
                 validate=validator(rule, ADVISORY), enforcement_level=EnforcementLevel.ADVISORY,
-                config_schema=config_schema(rule)))
+                config_schema=config_schema(rule), remediation_steps=rule.remediation))
     return out

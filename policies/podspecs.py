@@ -14,6 +14,7 @@ meets a shape it cannot read and the linter can say what it did not judge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -232,24 +233,44 @@ def _leader_worker_set(r: _Reader, spec: dict) -> list[PodTemplate]:
                          "spec.leaderWorkerTemplate.workerTemplate"))
 
 
-def _search(r: _Reader, value, path: str, depth: int = 0) -> list[PodTemplate]:
+def walk(value, path: str, visit: Callable[[dict, str], bool], limit: int, depth: int = 0) -> None:
+    """Call visit(mapping, path) on every mapping under `value`, parents first, leaving out metadata and status;
+    when it returns True nothing below that mapping is visited. Paths read `spec.a[0].b`. `limit` bounds the
+    depth (a mapping and a list each count one), so no document nests deep enough to exhaust the stack.
+    The one walk over input of unknown shape: the pod-spec search here and the linter's GPU search use it."""
+    if depth > limit:
+        return
+    if isinstance(value, dict):
+        if visit(value, path):
+            return
+        for k, v in value.items():
+            if isinstance(v, dict | list) and k not in ("metadata", "status"):
+                walk(v, f"{path}.{k}" if path else str(k), visit, limit, depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, dict | list):
+                walk(v, f"{path}[{i}]", visit, limit, depth + 1)
+
+
+def _search(r: _Reader, value, path: str) -> list[PodTemplate]:
     """Pod specs anywhere in an unknown kind: a mapping whose `containers` is a list of mappings (a PodSpec), or
     whose `spec` is one (a PodTemplateSpec). Each is judged as one pod."""
-    if depth > 12:
-        return []
-    if isinstance(value, dict):
+    found: list[PodTemplate] = []
+
+    def pod_spec(value: dict, path: str) -> bool:
         cs = value.get("containers")
         if isinstance(cs, list) and cs and all(isinstance(c, dict) for c in cs):
-            return r.template({"metadata": value.get("metadata") if path.endswith("template") else {},
-                               "spec": value}, path or "spec", 1, path, generic=True)
+            found.extend(r.template({"metadata": value.get("metadata") if path.endswith("template") else {},
+                                     "spec": value}, path or "spec", 1, path, generic=True))
+            return True
         inner = value.get("spec")
         if isinstance(inner, dict) and isinstance(inner.get("containers"), list):
-            return r.template(value, path, 1, path, generic=True)
-        return [t for k, v in value.items() if k not in ("metadata", "status")
-                for t in _search(r, v, f"{path}.{k}" if path else str(k), depth + 1)]
-    if isinstance(value, list):
-        return [t for i, v in enumerate(value) for t in _search(r, v, f"{path}[{i}]", depth + 1)]
-    return []
+            found.extend(r.template(value, path, 1, path, generic=True))
+            return True
+        return False
+
+    walk(value, path, pod_spec, limit=12)
+    return found
 
 
 def extract(obj: dict) -> Extracted:

@@ -12,9 +12,9 @@ import difflib
 import json
 import posixpath
 import re
-import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from components import nccl
 from components.config import image_problem
@@ -28,6 +28,7 @@ from policies.podspecs import (
     is_volcano_job,
     pod_templates,
     total_replicas,
+    walk,
 )
 
 MANDATORY, ADVISORY, DISABLED, REMEDIATE = "mandatory", "advisory", "disabled", "remediate"
@@ -64,12 +65,49 @@ KUBEFLOW_V1_RESTART = {"PyTorchJob": "OnFailure", "PaddleJob": "OnFailure", "TFJ
 IN_PLACE = ("OnFailure", "Always")
 # Init containers the operator injects itself (init-pytorch, the MPI launcher's kubectl-delivery).
 OPERATOR_INIT = {"init-pytorch", "kubectl-delivery"}
+KUBEFLOW_V1 = frozenset(KUBEFLOW_V1_RESTART)
 
 
 def normalize(props) -> dict:
     """The one normalization both paths use: engine props (read-only proxies, every number a float) and YAML
-    both become plain dicts with integers."""
-    return _normalize(props)
+    both become plain dicts with integers. What is plain already is shared, not copied: a caller that edits the
+    result copies first (add_ipc_lock)."""
+    return _plain(props)
+
+
+PLAIN = (str, int, bool, type(None))
+
+
+def _plain(value):
+    """components.profile.normalize, copying only the parts it changes. YAML gives dicts, lists, strings and
+    ints, which need nothing; asking each node the abstract Mapping/Sequence questions that engine proxies need
+    cost more than all the rules together. Anything else (proxies, floats, dates) takes the shared path."""
+    kind = type(value)
+    if kind is dict:
+        out = None
+        for k, v in value.items():
+            if type(v) in PLAIN:
+                continue
+            new = _plain(v)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+    if kind is list:
+        out = None
+        for i, v in enumerate(value):
+            if type(v) in PLAIN:
+                continue
+            new = _plain(v)
+            if new is not v:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return value if out is None else out
+    if kind in PLAIN:
+        return value
+    return _normalize(value)
 
 
 @dataclass(frozen=True)
@@ -100,7 +138,18 @@ class Context:
     claims: dict[tuple[str, str], dict]  # (namespace, name) -> PersistentVolumeClaim among the checked objects
     problems: list[str] = field(default_factory=list)  # what the extractor could not read (podspecs.extract)
     known_kind: bool = True
-    exports: dict[str, str | None] | None = None  # launcher_exports, computed once per object
+    # rank_env and rank_literals per container, by identity: the extracted containers live as long as the context.
+    envs: dict[int, tuple[dict[str, str | None], dict[str, str]]] = field(default_factory=dict)
+
+    @cached_property
+    def gpu_containers(self) -> list[tuple[PodTemplate, dict]]:
+        """Containers that ask for GPUs, counted or not (a templated count still means GPUs)."""
+        return [(t, c) for t in self.templates for c in containers(t) if has_gpus(c)]
+
+    @cached_property
+    def exports(self) -> dict[str, str | None]:
+        """What an MPIJob launcher exports to every rank (launcher_exports), read once per object."""
+        return launcher_exports(self)
 
 
 @dataclass(frozen=True)
@@ -110,8 +159,31 @@ class Rule:
     description: str
     level: str
     check: Callable[[Context], Iterator[Finding]]
+    remediation: str  # what the user does about a finding, in a few words (README, CrossGuard's remediation steps)
     params: dict = field(default_factory=dict)  # name -> (default, description)
     mixed: bool = False  # a mandatory rule that also reports advisory findings (CrossGuard gets two policies)
+    kinds: frozenset[str] | None = None  # the only kinds it can flag; None: any kind
+    pods: bool = True  # it judges pod templates only, so an object without any cannot fail it
+    remediate: Callable[[dict], dict | None] | None = None  # the automatic fix under enforcementLevel remediate
+
+
+RULES: list[Rule] = []  # the catalogue, in the order `@rule` meets the checks (the README's order)
+
+
+def rule(id: str, title: str, *, level: str, description: str, remediation: str, params: dict | None = None,
+         mixed: bool = False, kinds: Iterable[str] | None = None, pods: bool = True,
+         remediate: Callable[[dict], dict | None] | None = None):
+    """Register the decorated check in RULES with its metadata, which the pack, the linter and the generated
+    README all read from there."""
+
+    def register(check: Callable[[Context], Iterator[Finding]]):
+        if any(r.id == id for r in RULES):
+            raise ValueError(f"rule id {id!r} is registered twice")
+        RULES.append(Rule(id, title, description, level, check, remediation, dict(params or {}), mixed,
+                          frozenset(kinds) if kinds is not None else None, pods, remediate))
+        return check
+
+    return register
 
 
 # ------------------------------------------------------------------------------------------- pod helpers
@@ -201,14 +273,6 @@ def parse_mem_gib(q) -> float | None:
     return float(m.group(1)) * scale / 2**30 if scale else None
 
 
-def gpu_containers(ctx: Context) -> Iterator[tuple[PodTemplate, dict]]:
-    """Containers that ask for GPUs, counted or not (a templated count still means GPUs)."""
-    for t in ctx.templates:
-        for c in containers(t):
-            if has_gpus(c):
-                yield t, c
-
-
 def mounts_infiniband(t: PodTemplate) -> bool:
     """The pod mounts the host's /dev/infiniband (hostNetwork RDMA without a device plugin)."""
     return any(str(_d(v.get("hostPath")).get("path") or "").rstrip("/") == "/dev/infiniband"
@@ -224,16 +288,47 @@ def where(t: PodTemplate, c: dict) -> str:
     return f"{t.role} container {c.get('name')!r}"
 
 
+# shlex.split's grammar (POSIX mode, no comments): a word is a run of plain characters, '...' and "..." strings
+# and backslash escapes; the four characters of shlex's whitespace separate words. What starts no word (an unclosed
+# quote, a trailing backslash) is `bad`. Each alternative starts with its own character and nothing follows the
+# repeated group, so an unclosed quote ends the word instead of making the engine retry other splits of it.
+SHELL_WORD = re.compile(r"""(?P<word>(?:[^ \t\r\n'"\\]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
+                        r"""|(?P<bad>[^ \t\r\n])""", re.S)
+SHELL_PART = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.S)
+DOUBLE_QUOTED_ESCAPE = re.compile(r"\\(.)", re.S)
+SPACE = re.compile(r"\s")
+
+
+def _unquote(part: re.Match) -> str:
+    single, double, escaped = part.groups()
+    if single is not None:
+        return single
+    if double is not None:  # inside "..." a backslash escapes only `"` and itself
+        return DOUBLE_QUOTED_ESCAPE.sub(lambda m: m[1] if m[1] in '"\\' else m[0], double)
+    return escaped
+
+
+def shell_words(text: str) -> list[str]:
+    """`shlex.split(text)`, matched by a regex instead of stepped through in Python a character at a time
+    (launcher scripts run to kilobytes); ValueError where shlex raises one."""
+    words = []
+    for word, bad in SHELL_WORD.findall(text):
+        if bad:
+            raise ValueError(f"unclosed quotation or trailing backslash at {bad!r}")
+        words.append(SHELL_PART.sub(_unquote, word) if "'" in word or '"' in word or "\\" in word else word)
+    return words
+
+
 def argv(c: dict) -> list[str]:
     """A container's command and args as words; a `sh -c "..."` script is split the way the shell would."""
     words: list[str] = []
     for w in [*(c.get("command") or []), *(c.get("args") or [])]:
         w = str(w)
-        if not any(ch.isspace() for ch in w):
+        if not SPACE.search(w):
             words.append(w)
             continue
         try:
-            words += shlex.split(w)
+            words += shell_words(w)
         except ValueError:
             words += w.split()
     return words
@@ -250,12 +345,16 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # MPICH's and Intel MPI's Hydra propagate the launcher's environment by default (-genvall).
 WHOLE_ENV_LAUNCHERS = ("horovodrun",)
 WHOLE_ENV_MPI = ("Intel", "MPICH")
+EXPORT_FLAGS = frozenset({"-x", "--x", "-genv", "--genv", "-env", "--env", "-genvlist", "--genvlist", "-envlist",
+                          "--envlist"})
 
 
 def _script_env(words: list[str]) -> dict[str, str]:
     """Variables a launcher script sets before mpirun: `export NAME=VALUE` and `NAME=VALUE cmd` words."""
     out = {}
     for w in words:
+        if "=" not in w:
+            continue
         name, eq, value = w.partition("=")
         if eq and ENV_NAME.match(name):
             out[name] = value
@@ -278,10 +377,12 @@ def launcher_exports(ctx: Context) -> dict[str, str | None]:
         for c in containers(t):
             words = argv(c)
             own = {**rank_env_of(c), **_script_env(words)}
-            if whole or any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words):
+            if whole or any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS
+                            for w in [w for w in words if w.endswith(WHOLE_ENV_LAUNCHERS)]):
                 out.update(rank_env_of(c))
-            for i, w in enumerate(words[:-1]):
-                nxt = words[i + 1]
+            # Scripts run to a thousand words: visit only the flags, found by a comprehension.
+            for i in [i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS]:
+                w, nxt = words[i], words[i + 1]
                 if w in ("-x", "--x"):
                     name, eq, value = nxt.partition("=")
                     if eq:
@@ -294,23 +395,32 @@ def launcher_exports(ctx: Context) -> dict[str, str | None]:
                         out[name] = value
                     elif i + 2 < len(words):
                         out[nxt] = words[i + 2]
-                elif w in ("-genvlist", "--genvlist", "-envlist", "--envlist"):
+                else:  # -genvlist and friends
                     out.update({n: own[n] for n in nxt.split(",") if n in own})
     return out
 
 
 def rank_env(ctx: Context, t: PodTemplate, c: dict) -> dict[str, str | None]:
     """The environment the training processes in a container see: its own env, and for an MPIJob worker what
-    the launcher exports with mpirun (the ranks are exec'd into the worker; `-x` overrides the pod's value)."""
-    out = rank_env_of(c)
-    if ctx.obj.get("kind") == "MPIJob" and t.role != "Launcher":
-        out.update(ctx.exports if ctx.exports is not None else launcher_exports(ctx))
-    return out
+    the launcher exports with mpirun (the ranks are exec'd into the worker; `-x` overrides the pod's value).
+    Read-only: the rules share one per container."""
+    return _rank_envs(ctx, t, c)[0]
 
 
 def rank_literals(ctx: Context, t: PodTemplate, c: dict) -> dict[str, str]:
-    """rank_env without the values the manifest does not hold (valueFrom)."""
-    return {k: v for k, v in rank_env(ctx, t, c).items() if v is not None}
+    """rank_env without the values the manifest does not hold (valueFrom). Read-only, like rank_env."""
+    return _rank_envs(ctx, t, c)[1]
+
+
+def _rank_envs(ctx: Context, t: PodTemplate, c: dict) -> tuple[dict[str, str | None], dict[str, str]]:
+    # Six NCCL rules read each container's environment: worked out once per container of the object.
+    if (known := ctx.envs.get(id(c))) is not None:
+        return known
+    out = rank_env_of(c)
+    if ctx.obj.get("kind") == "MPIJob" and t.role != "Launcher":
+        out.update(ctx.exports)
+    ctx.envs[id(c)] = (out, {k: v for k, v in out.items() if v is not None})
+    return ctx.envs[id(c)]
 
 
 @dataclass(frozen=True)
@@ -353,13 +463,18 @@ def _shm_volume(t: PodTemplate, c: dict) -> dict | None:
     return None
 
 
+@rule("shm-mounted", "GPU pods mount a memory-backed /dev/shm above 64 MiB", level=MANDATORY,
+      description="Every container that requests GPUs mounts an emptyDir with medium Memory at /dev/shm whose "
+                  "sizeLimit, if set, is above the container runtime's 64 MiB default (the host's own /dev/shm by "
+                  "hostPath also counts).",
+      remediation="mount an emptyDir {medium: Memory, sizeLimit: 1Gi per GPU or more} at /dev/shm")
 def shm_mounted(ctx: Context) -> Iterator[Finding]:
     """A GPU container gets more than the runtime's 64 MiB /dev/shm (containerd's CRI sandbox default,
     `defaultShmSize` in containerd/containerd pkg/cri/server/helpers_linux.go; Docker's is the same): without its
     own memory-backed mount, or with a sizeLimit at or under 64Mi, NCCL's shared-memory transport and PyTorch
     DataLoader workers run out of it (bus errors, NCCL init failures). One rule for "missing" and "too small to
     matter", so shm-size stays advisory sizing above 64Mi."""
-    for t, c in gpu_containers(ctx):
+    for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
         if v is None or v["emptyDir"].get("medium") != "Memory":
             yield Finding(f"{where(t, c)} has no memory-backed /dev/shm (the container default is 64 MiB; NCCL and "
@@ -373,9 +488,14 @@ def shm_mounted(ctx: Context) -> Iterator[Finding]:
                           "the sizeLimit to GiBs (1Gi per GPU or more)")
 
 
+@rule("shm-size", "/dev/shm is sized for the GPUs", level=ADVISORY,
+      description="The /dev/shm emptyDir has a sizeLimit of at least minGiBPerGpu per GPU of the container (64Mi or "
+                  "less is shm-mounted's).",
+      remediation="raise the /dev/shm sizeLimit to minGiBPerGpu per GPU of the container",
+      params={"minGiBPerGpu": (1, 'Smallest /dev/shm per GPU, in GiB.')})
 def shm_size(ctx: Context) -> Iterator[Finding]:
     per_gpu = float(ctx.config.get("minGiBPerGpu", 1))
-    for t, c in gpu_containers(ctx):
+    for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
         if v is None or "hostPath" in v or unknown_gpus(c):  # the host's /dev/shm; a count the rules cannot read
             continue
@@ -391,8 +511,13 @@ def shm_size(ctx: Context) -> Iterator[Finding]:
                           f"({per_gpu:g}Gi per GPU x {gpus(c)}): raise it")
 
 
+@rule("shm-fits-memory", "/dev/shm fits in the memory limit", level=MANDATORY,
+      description="The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to "
+                  "it).",
+      remediation="set a memory limit above the /dev/shm sizeLimit (tmpfs pages count against it)",
+      mixed=True)
 def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
-    for t, c in gpu_containers(ctx):
+    for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
         size = parse_mem_gib(v["emptyDir"].get("sizeLimit")) if v and "hostPath" not in v else None
         if size is None:
@@ -407,6 +532,11 @@ def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
                           "lower the shm size or raise the limit")
 
 
+@rule("nccl-ib-enabled", "RDMA pods keep NCCL's IB transport on", level=MANDATORY,
+      description="Pods that request RDMA resources or secondary networks, or mount the host's /dev/infiniband, do "
+                  "not set NCCL_IB_DISABLE to anything but 0, nor NCCL_NET=Socket (in their env or exported by an "
+                  "MPI launcher).",
+      remediation="leave NCCL_IB_DISABLE unset (or 0) and set NCCL_NET to IB or the net plugin's name")
 def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
     """RDMA pods do not switch NCCL to TCP: NCCL_IB_DISABLE=1, or NCCL_NET=Socket (the built-in TCP network by
     name, NVIDIA/nccl@v2.30.7-1:docs/userguide/source/env.rst NCCL_NET), in the pod's env or exported by an MPI
@@ -427,6 +557,11 @@ def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
                               "set NCCL_NET=IB (or the name of the net plugin in use)")
 
 
+@rule("nccl-net-set", "RDMA pods name their NCCL network", level=MANDATORY,
+      description="GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
+                  "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. "
+                  "For MPIJob workers, `mpirun -x NCCL_NET` from the launcher counts.",
+      remediation="set NCCL_NET=IB (or the net plugin's name: IBext, Libfabric); MPIJob: mpirun -x NCCL_NET")
 def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     """RDMA pods name their NCCL network. Without NCCL_NET, NCCL (since 2.10) tries the net plugins, then its
     built-in IB, then Socket, and takes the first that initialises: an RDMA device that is missing, a plugin
@@ -455,6 +590,9 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
                           f"NCCL_NET={name}{how} so such a failure stops the job at init")
 
 
+@rule("nccl-int-values", "Integer NCCL variables hold integers", level=MANDATORY,
+      description="NCCL parses integer variables with strtoll: `true` or text silently becomes 0.",
+      remediation="give the variable an integer (1 or 0, not true or false)")
 def nccl_int_values(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -463,6 +601,12 @@ def nccl_int_values(ctx: Context) -> Iterator[Finding]:
                     yield Finding(f"{where(t, c)}: {p}")
 
 
+@rule("nccl-ib-hca", "RDMA pods pin their HCAs exactly", level=MANDATORY,
+      description="Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. "
+                  "For MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the "
+                  "launcher's whole env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom "
+                  "counts as set. The other NCCL rules read the same environment.",
+      remediation="set NCCL_IB_HCA to the compute HCAs, with `=` for exact names")
 def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -483,6 +627,10 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
                               f"matches mlx5_10): write ={value.lstrip('^=')} (or ^={value.lstrip('^=')})")
 
 
+@rule("nccl-socket-ifname", "NCCL_SOCKET_IFNAME selects an interface the pod has", level=MANDATORY,
+      description="Evaluated with NCCL's prefix, `^` and `=` semantics against eth0 and the Multus interfaces "
+                  "(net1..).",
+      remediation="name an interface the pod has: eth0, or its Multus interface (net1..)")
 def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         if ctx.obj.get("kind") == "MPIJob" and t.role == "Launcher":
@@ -498,6 +646,43 @@ def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
                 yield Finding(f"{where(t, c)}: {p}")
 
 
+@rule("hostnetwork-dns", "Host-network training pods resolve cluster names", level=MANDATORY,
+      description="A pod on the host network (`hostNetwork: true`) in a workload that requests GPUs sets dnsPolicy "
+                  "ClusterFirstWithHostNet: unset or ClusterFirst, the kubelet gives it the node's resolv.conf, so "
+                  "Service and pod names (a rendezvous Service, a PyTorchJob's master, an MPI launcher's worker "
+                  "hostnames) do not resolve and the job hangs at rendezvous. Every host-network pod of such a "
+                  "workload counts, a launcher without GPUs too; workloads without GPUs (node agents) are not judged.",
+      remediation="set dnsPolicy: ClusterFirstWithHostNet")
+def hostnetwork_dns(ctx: Context) -> Iterator[Finding]:
+    """A host-network pod under ClusterFirst does not get cluster DNS: the kubelet's getPodDNSType answers
+    ClusterFirst with podDNSCluster only for a pod off the host network and falls through to DNSDefault (the
+    node's resolv.conf) for one on it; ClusterFirstWithHostNet is what gives such a pod the cluster's DNS
+    (kubernetes/kubernetes@04791b4:pkg/kubelet/network/dns/dns.go getPodDNSType). An unset dnsPolicy is defaulted
+    to ClusterFirst (SetDefaults_PodSpec, pkg/apis/core/v1/defaults.go), so it fails the same way. Default and
+    None are choices someone made and pass. The launcher of an MPIJob has no GPUs but is the pod that resolves
+    the workers' hostnames, so the whole workload is judged once any of its pods requests GPUs."""
+    if not ctx.gpu_containers:
+        return
+    for t in ctx.templates:
+        spec = t.template["spec"]
+        if spec.get("hostNetwork") is not True:
+            continue
+        policy = spec.get("dnsPolicy")
+        if policy not in (None, "", "ClusterFirst"):
+            continue
+        shown = "ClusterFirst" if policy == "ClusterFirst" else "unset (so ClusterFirst)"
+        who = "the pod" if t.role == "pod" else f"{t.role} pod"
+        yield Finding(f"{who} runs on the host network with dnsPolicy {shown}: the kubelet then gives it "
+                      "the node's resolv.conf instead of the cluster DNS, so Service and pod names (the rendezvous "
+                      "or master Service, the MPI launcher's worker hostnames) do not resolve and the job hangs at "
+                      "rendezvous; set dnsPolicy: ClusterFirstWithHostNet")
+
+
+@rule("nccl-known-vars", "Every NCCL_* variable is one NCCL reads", level=MANDATORY,
+      description="Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the "
+                  "nearest known name) are advisory. Source: NCCL v2.30.7's own list.",
+      remediation="drop removed variables, rename deprecated ones, correct misspelt ones",
+      mixed=True)
 def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -513,6 +698,9 @@ def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
                     yield Finding(f"{where(t, c)}: {v.hint}", level=ADVISORY)
 
 
+@rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging", level=ADVISORY,
+      description="TRACE is for debugging sessions; exempt those with a label.",
+      remediation="use NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS, or exempt debugging workloads by label")
 def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -549,6 +737,11 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate]) -> str | None:
     return "podgroup" if group and volcano else None
 
 
+@rule("gang-scheduling", "Multi-pod training jobs are gang-scheduled", level=MANDATORY,
+      description="Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or "
+                  "a podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.",
+      remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label)",
+      kinds=TRAINING)
 def gang_scheduling(ctx: Context) -> Iterator[Finding]:
     obj, tpls = ctx.obj, ctx.templates
     if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
@@ -572,6 +765,13 @@ def _idle_mpi_worker(r: Replica) -> bool:
     return not words or posixpath.basename(words[0]) in ("sleep", "sshd")
 
 
+@rule("clean-pod-policy", "Kubeflow jobs free their pods when they end", level=MANDATORY,
+      description="Training Operator v1 jobs (kubeflow.org/v1 PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, "
+                  "JAXJob) set runPolicy.cleanPodPolicy to Running or All: the default None deletes no pod when the "
+                  "job succeeds or fails, so MPI workers (`sleep 365d`) and the survivors of a failed job keep their "
+                  "GPUs.",
+      remediation="set runPolicy.cleanPodPolicy: Running (or All)",
+      kinds=KUBEFLOW_V1, pods=False)
 def clean_pod_policy(ctx: Context) -> Iterator[Finding]:
     """A Training Operator v1 job says which pods to delete when it ends. Every kind defaults
     runPolicy.cleanPodPolicy to None (kubeflow/trainer@v1.9.4:pkg/apis/kubeflow.org/v1/mpi_defaults.go,
@@ -619,6 +819,13 @@ def _external_rendezvous(obj: dict) -> bool:
     return restarts >= 1 and bool(host) and not job_pod
 
 
+@rule("restart-budget", "backoffLimit outlasts one fault", level=MANDATORY,
+      description="A set runPolicy.backoffLimit is above the container restarts one lost node or crashed rank causes: "
+                  "every pod of the OnFailure/Always replicas (PyTorchJob, TFJob, ...; one for an elastic PyTorchJob "
+                  "with maxRestarts and an external rdzvHost), the launcher of an MPIJob. With ExitCode replicas it "
+                  "is not 0. Never replicas do not count.",
+      remediation="raise runPolicy.backoffLimit above the restarts one fault causes, or use restartPolicy: Never",
+      kinds=KUBEFLOW_V1)
 def restart_budget(ctx: Context) -> Iterator[Finding]:
     """runPolicy.backoffLimit outlasts one fault. PastBackoffLimit
     (kubeflow/trainer@v1.9.4:pkg/core/job.go) sums the container restart counts of every Running pod of the
@@ -667,6 +874,12 @@ def restart_budget(ctx: Context) -> Iterator[Finding]:
                       "the retries with runPolicy.activeDeadlineSeconds)")
 
 
+@rule("init-fail-fast", "Init containers of Kubeflow jobs fail the job", level=MANDATORY,
+      description="A Training Operator v1 replica with initContainers uses restartPolicy Never: under "
+                  "OnFailure/Always a failing init container is retried forever, under ExitCode the pod is recreated "
+                  "forever, and the gang keeps its nodes.",
+      remediation="set the replica's restartPolicy: Never, or run the check in the main container's command",
+      kinds=KUBEFLOW_V1)
 def init_fail_fast(ctx: Context) -> Iterator[Finding]:
     """A failing init container ends the pod. Under replica restartPolicy OnFailure or Always the kubelet
     retries it forever (Init:CrashLoopBackOff): the pod never reaches Running, so PastBackoffLimit
@@ -713,6 +926,11 @@ def _taint(t: dict) -> str:
     return f"{t.get('key') or '*'}{value}:{t.get('effect') or '*'}"
 
 
+@rule("mpi-launcher-placement", "The MPI launcher can go where its workers go", level=ADVISORY,
+      description="An MPIJob Launcher tolerates the taints its Workers tolerate, or is pinned to other nodes (a CPU "
+                  "pool) by nodeSelector or required node affinity: a Pending launcher holds the whole gang.",
+      remediation="copy the Worker tolerations to the Launcher, or pin it to an untainted CPU pool",
+      kinds={"MPIJob"})
 def mpi_launcher_placement(ctx: Context) -> Iterator[Finding]:
     """An MPIJob launcher can be scheduled where its workers can. The operator builds the launcher pod from the
     Launcher template alone, copying no toleration or selector from the workers, and the launcher counts in the
@@ -762,11 +980,16 @@ def _checkpoint_flag(words: list[str]) -> tuple[str, str] | None:
     return None
 
 
+@rule("checkpoint-rwx", "Multi-node jobs checkpoint to shared storage", level=MANDATORY,
+      description="Checkpoint mounts (paths or volumes named checkpoint/ckpt, CHECKPOINT_DIR, or a `--checkpoint_dir` "
+                  "/ `--ckpt-dir` argument) are ReadWriteMany claims, not emptyDir, hostPath or the container's own "
+                  "disk.",
+      remediation="mount a ReadWriteMany PersistentVolumeClaim at the checkpoint path")
 def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     if total_replicas(ctx.templates) < 2:
         return
     namespace = str(_d(ctx.obj.get("metadata")).get("namespace") or "default")
-    for t, c in gpu_containers(ctx):
+    for t, c in ctx.gpu_containers:
         volumes = {v.get("name"): v for v in t.template["spec"].get("volumes") or []}
         ckpt_dir, said = env(c).get("CHECKPOINT_DIR"), "CHECKPOINT_DIR"
         if not ckpt_dir and (flag := _checkpoint_flag(argv(c))) is not None:
@@ -792,6 +1015,10 @@ def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
                               "pods on other nodes cannot mount it")
 
 
+# Kinds that declare processes per node.
+NPROC_KINDS = frozenset({"PyTorchJob", "MPIJob", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"})
+
+
 def _nproc(obj: dict) -> tuple[str, str | None, list[str]]:
     """(field name, declared processes per node, roles it applies to)."""
     kind, spec = obj.get("kind"), _d(obj.get("spec"))
@@ -808,6 +1035,11 @@ def _nproc(obj: dict) -> tuple[str, str | None, list[str]]:
     return "", None, []
 
 
+@rule("gpu-procs-match", "GPU limit equals processes per node", level=MANDATORY,
+      description="nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per "
+                  "pod.",
+      remediation="set processes per node to the GPUs per pod",
+      kinds=NPROC_KINDS)
 def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
     field_name, declared, roles = _nproc(ctx.obj)
     procs = _int(declared)
@@ -823,6 +1055,62 @@ def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
                               + f"; set {field_name} to {gpus(c)}")
 
 
+def _raw_template(obj: dict, path: str) -> dict | None:
+    """The pod template at `path` (a PodTemplate.path such as spec.replicatedJobs[0].template.spec.template) in
+    the object itself, not the extractor's cleaned copy."""
+    node = obj
+    for part in path.split("."):
+        m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
+        if m is None or not isinstance(node, dict):
+            return None
+        node = node.get(m.group(1))
+        for i in re.findall(r"\[(\d+)\]", m.group(2)):
+            if not isinstance(node, list) or int(i) >= len(node):
+                return None
+            node = node[int(i)]
+    if path == "spec":  # a Pod: the object's spec is the pod spec
+        return {"spec": node} if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def add_ipc_lock(obj: dict) -> dict | None:
+    """Remediation for rdma-ipc-lock (safe and additive: it only adds a capability RDMA needs). Returns the fixed
+    object, or None when nothing needed fixing (or the containers are in shapes it cannot safely edit)."""
+    obj = _normalize(obj)  # a copy: the fix is returned, the caller's object is left as it was
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return None
+    changed = False
+    for t in pod_templates(obj):
+        raw = _raw_template(obj, t.path)
+        spec = raw.get("spec") if raw is not None else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+            continue  # TrainJob's trainer has no securityContext to set
+        for c in spec["containers"]:
+            if not isinstance(c, dict):
+                continue
+            if not rdma_resources(clean_container(c)):
+                continue
+            sc = c.get("securityContext")
+            if sc is None:
+                sc = c["securityContext"] = {}
+            if not isinstance(sc, dict) or sc.get("privileged"):
+                continue
+            caps = sc.get("capabilities")
+            if caps is None:
+                caps = sc["capabilities"] = {}
+            if not isinstance(caps, dict):
+                continue
+            add = caps.get("add") or []
+            if isinstance(add, list) and "IPC_LOCK" not in add:
+                caps["add"] = [*add, "IPC_LOCK"]
+                changed = True
+    return obj if changed else None
+
+
+@rule("rdma-ipc-lock", "RDMA pods add IPC_LOCK", level=MANDATORY,
+      description="Containers requesting RDMA resources add the IPC_LOCK capability (or run privileged). Remediable.",
+      remediation="add securityContext.capabilities.add: [IPC_LOCK]",
+      remediate=add_ipc_lock)
 def rdma_ipc_lock(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -861,6 +1149,11 @@ def templated_image(image: str) -> bool:
     return bool(PLACEHOLDER.search(image)) and "@sha256:" not in image
 
 
+@rule("image-pinned", "Images are pinned", level=MANDATORY,
+      description="Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
+                  "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a "
+                  "version or commit, as in `nightly-2024-06-01`).",
+      remediation="pin a version tag or an @sha256 digest")
 def image_pinned(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
@@ -877,6 +1170,10 @@ def image_pinned(ctx: Context) -> Iterator[Finding]:
                               "an @sha256 digest")
 
 
+@rule("env-no-secrets", "No credentials in env literals", level=MANDATORY,
+      description="Env values that look like tokens or keys (or secret-named variables with literal values, including "
+                  "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.",
+      remediation="use valueFrom.secretKeyRef")
 def env_no_secrets(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -900,6 +1197,10 @@ def _ipam_types(conf: dict) -> list[str]:
     return out
 
 
+@rule("nad-cluster-ipam", "Secondary networks use cluster-wide IPAM", level=MANDATORY,
+      description="A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
+      remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
+      kinds={"NetworkAttachmentDefinition"}, pods=False)
 def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
     if ctx.obj.get("kind") != "NetworkAttachmentDefinition":
         return
@@ -916,6 +1217,11 @@ def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
                       "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)")
 
 
+@rule("sriov-pool-drain", "SR-IOV pools drain a few nodes at a time", level=MANDATORY,
+      description="A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at "
+                  "once when SR-IOV settings change).",
+      remediation="set spec.maxUnavailable (a count or a percentage)",
+      kinds={"SriovNetworkPoolConfig"}, pods=False)
 def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
     """k8snetworkplumbingwg/sriov-network-operator (the build network-operator v26.4.1 bundles): a node in a
     SriovNetworkPoolConfig whose maxUnavailable is unset may drain at any time, so every node of the pool drains
@@ -931,6 +1237,12 @@ def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
 LEGACY_EVICTING_ACTIONS = ("preempt", "reclaim")
 
 
+@rule("volcano-gang-actions", "Volcano evicts whole gangs", level=ADVISORY,
+      description="A Volcano scheduler configuration (ConfigMap key volcano-scheduler.conf) uses "
+                  "gangpreempt/gangreclaim, not the legacy preempt/reclaim that split gangs, and lowercase action "
+                  "names.",
+      remediation="use gangpreempt and gangreclaim (Volcano >= 1.13), in lowercase",
+      kinds={"ConfigMap"}, pods=False)
 def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
     """volcano-sh/volcano@v1.15.1 pkg/scheduler/actions/{preempt,reclaim}: the legacy actions evict task by task
     per node and split several gangs in half; gangpreempt/gangreclaim evict whole jobs."""
@@ -975,23 +1287,31 @@ def _at(obj, path: tuple[str, ...]):
     return obj
 
 
-def _gpu_paths(value, path: str, depth: int = 0) -> list[str]:
+def _gpu_paths(value, path: str) -> list[str]:
     """Where GPUs are requested anywhere in an object (resources.limits/requests with a GPU resource)."""
-    if depth > 20:
-        return []
-    if isinstance(value, dict):
+    found: list[str] = []
+
+    def requests_gpus(value: dict, path: str) -> bool:
         res = value.get("resources")
         if isinstance(res, dict) and any(isinstance(res.get(k), dict) and any(GPU_RESOURCE.match(str(r))
                                                                             for r in res[k])
                                          for k in ("limits", "requests")):
-            return [path]
-        return [p for k, v in value.items() if k not in ("metadata", "status")
-                for p in _gpu_paths(v, f"{path}.{k}" if path else str(k), depth + 1)]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _gpu_paths(v, f"{path}[{i}]", depth + 1)]
-    return []
+            found.append(path)
+            return True
+        return False
+
+    walk(value, path, requests_gpus, limit=20)
+    return found
 
 
+@rule("judgeable", "What the rules could not judge is said", level=ADVISORY,
+      description="Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers "
+                  "as a mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus "
+                  "}}`), templated images, and GPU pods inside a kind the linter does not know (judged as single "
+                  "pods, when it finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs "
+                  "are nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.",
+      remediation="lint the rendered manifest, or the objects an unknown kind creates",
+      pods=False)
 def judgeable(ctx: Context) -> Iterator[Finding]:
     """What the rules could not judge, said rather than passed in silence: parts of the object in shapes
     Kubernetes would not give them (podspecs.extract lists them), GPU counts and numbers the rules read that a
@@ -1028,97 +1348,6 @@ def judgeable(ctx: Context) -> Iterator[Finding]:
                           "objects it creates (kubectl get pods -o yaml), or add the kind to policies/podspecs.py")
 
 
-RULES: list[Rule] = [
-    Rule("shm-mounted", "GPU pods mount a memory-backed /dev/shm above 64 MiB",
-         "Every container that requests GPUs mounts an emptyDir with medium Memory at /dev/shm whose sizeLimit, if "
-         "set, is above the container runtime's 64 MiB default (the host's own /dev/shm by hostPath also counts).",
-         MANDATORY, shm_mounted),
-    Rule("shm-size", "/dev/shm is sized for the GPUs",
-         "The /dev/shm emptyDir has a sizeLimit of at least minGiBPerGpu per GPU of the container (64Mi or "
-         "less is shm-mounted's).", ADVISORY,
-         shm_size, {"minGiBPerGpu": (1, "Smallest /dev/shm per GPU, in GiB.")}),
-    Rule("shm-fits-memory", "/dev/shm fits in the memory limit",
-         "The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to it).",
-         MANDATORY, shm_fits_memory, mixed=True),
-    Rule("nccl-ib-enabled", "RDMA pods keep NCCL's IB transport on",
-         "Pods that request RDMA resources or secondary networks, or mount the host's /dev/infiniband, do not set "
-         "NCCL_IB_DISABLE to anything but 0, nor NCCL_NET=Socket (in their env or exported by an MPI launcher).",
-         MANDATORY, nccl_ib_enabled),
-    Rule("nccl-net-set", "RDMA pods name their NCCL network",
-         "GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
-         "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. For "
-         "MPIJob workers, `mpirun -x NCCL_NET` from the launcher counts.", MANDATORY, nccl_net_set),
-    Rule("nccl-int-values", "Integer NCCL variables hold integers",
-         "NCCL parses integer variables with strtoll: `true` or text silently becomes 0.", MANDATORY,
-         nccl_int_values),
-    Rule("nccl-ib-hca", "RDMA pods pin their HCAs exactly",
-         "Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. For "
-         "MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the launcher's whole "
-         "env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom counts as set. The other "
-         "NCCL rules read the same environment.", MANDATORY, nccl_ib_hca),
-    Rule("nccl-socket-ifname", "NCCL_SOCKET_IFNAME selects an interface the pod has",
-         "Evaluated with NCCL's prefix, `^` and `=` semantics against eth0 and the Multus interfaces (net1..).",
-         MANDATORY, nccl_socket_ifname),
-    Rule("nccl-known-vars", "Every NCCL_* variable is one NCCL reads",
-         "Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the nearest "
-         "known name) are advisory. Source: NCCL v2.30.7's own list.", MANDATORY, nccl_known_vars, mixed=True),
-    Rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging",
-         "TRACE is for debugging sessions; exempt those with a label.", ADVISORY, nccl_debug_trace),
-    Rule("gang-scheduling", "Multi-pod training jobs are gang-scheduled",
-         "Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or a "
-         "podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.", MANDATORY,
-         gang_scheduling),
-    Rule("clean-pod-policy", "Kubeflow jobs free their pods when they end",
-         "Training Operator v1 jobs (kubeflow.org/v1 PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, JAXJob) set "
-         "runPolicy.cleanPodPolicy to Running or All: the default None deletes no pod when the job succeeds or "
-         "fails, so MPI workers (`sleep 365d`) and the survivors of a failed job keep their GPUs.", MANDATORY,
-         clean_pod_policy),
-    Rule("restart-budget", "backoffLimit outlasts one fault",
-         "A set runPolicy.backoffLimit is above the container restarts one lost node or crashed rank causes: "
-         "every pod of the OnFailure/Always replicas (PyTorchJob, TFJob, ...; one for an elastic PyTorchJob with "
-         "maxRestarts and an external rdzvHost), the launcher of an MPIJob. With ExitCode replicas it is not 0. "
-         "Never replicas do not count.", MANDATORY, restart_budget),
-    Rule("init-fail-fast", "Init containers of Kubeflow jobs fail the job",
-         "A Training Operator v1 replica with initContainers uses restartPolicy Never: under OnFailure/Always a "
-         "failing init container is retried forever, under ExitCode the pod is recreated forever, and the gang "
-         "keeps its nodes.", MANDATORY, init_fail_fast),
-    Rule("mpi-launcher-placement", "The MPI launcher can go where its workers go",
-         "An MPIJob Launcher tolerates the taints its Workers tolerate, or is pinned to other nodes (a CPU pool) "
-         "by nodeSelector or required node affinity: a Pending launcher holds the whole gang.", ADVISORY,
-         mpi_launcher_placement),
-    Rule("checkpoint-rwx", "Multi-node jobs checkpoint to shared storage",
-         "Checkpoint mounts (paths or volumes named checkpoint/ckpt, CHECKPOINT_DIR, or a `--checkpoint_dir` / "
-         "`--ckpt-dir` argument) are ReadWriteMany claims, not emptyDir, hostPath or the container's own disk.",
-         MANDATORY, checkpoint_rwx),
-    Rule("gpu-procs-match", "GPU limit equals processes per node",
-         "nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per pod.",
-         MANDATORY, gpu_procs_match),
-    Rule("rdma-ipc-lock", "RDMA pods add IPC_LOCK",
-         "Containers requesting RDMA resources add the IPC_LOCK capability (or run privileged). Remediable.",
-         MANDATORY, rdma_ipc_lock),
-    Rule("image-pinned", "Images are pinned",
-         "Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
-         "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a version "
-         "or commit, as in `nightly-2024-06-01`).", MANDATORY, image_pinned),
-    Rule("env-no-secrets", "No credentials in env literals",
-         "Env values that look like tokens or keys (or secret-named variables with literal values, including "
-         "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.", MANDATORY, env_no_secrets),
-    Rule("nad-cluster-ipam", "Secondary networks use cluster-wide IPAM",
-         "A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
-         MANDATORY, nad_cluster_ipam),
-    Rule("sriov-pool-drain", "SR-IOV pools drain a few nodes at a time",
-         "A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at once "
-         "when SR-IOV settings change).", MANDATORY, sriov_pool_drain),
-    Rule("volcano-gang-actions", "Volcano evicts whole gangs",
-         "A Volcano scheduler configuration (ConfigMap key volcano-scheduler.conf) uses gangpreempt/gangreclaim, not "
-         "the legacy preempt/reclaim that split gangs, and lowercase action names.", ADVISORY, volcano_gang_actions),
-    Rule("judgeable", "What the rules could not judge is said",
-         "Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers as a "
-         "mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus }}`), "
-         "templated images, and GPU pods inside a kind the linter does not know (judged as single pods, when it "
-         "finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs are nvidia.com/gpu, "
-         "nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.", ADVISORY, judgeable),
-]
 BY_ID = {r.id: r for r in RULES}
 
 
@@ -1254,87 +1483,61 @@ def _level_of(finding: Finding, rule: Rule, cfg: dict, advisory_cfg: dict | None
     elif finding.level == ADVISORY:
         return None if cfg["enforcementLevel"] == DISABLED else ADVISORY
     level = cfg["enforcementLevel"]
-    if level == REMEDIATE and rule.id != "rdma-ipc-lock":
+    if level == REMEDIATE and rule.remediate is None:
         level = MANDATORY  # CrossGuard: remediate without a remediation acts as mandatory
     return None if level == DISABLED else level
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The rules to run under one config, each with its policy settings resolved once: a lint of many objects
+    resolves the config once, not once per object and rule."""
+    checks: tuple[tuple[Rule, dict, dict | None], ...]  # (rule, its policy's settings, its -advisory policy's)
+    _by_kind: dict[str, tuple] = field(default_factory=dict, compare=False, repr=False)
+
+    def for_kind(self, kind: str) -> tuple[tuple[Rule, dict, dict | None], ...]:
+        """The checks that can flag an object of `kind`."""
+        if kind not in self._by_kind:
+            self._by_kind[kind] = tuple(c for c in self.checks if c[0].kinds is None or kind in c[0].kinds)
+        return self._by_kind[kind]
+
+
+def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
+    """`rules` (default: all) under `config`, the policies it disables left out."""
+    checks = []
+    for r in rules or RULES:
+        cfg = rule_config(r, config)
+        adv = rule_config(r, config, f"{r.id}-advisory") if r.mixed else None
+        if cfg["enforcementLevel"] == DISABLED and (adv is None or adv["enforcementLevel"] == DISABLED):
+            continue
+        checks.append((r, cfg, adv))
+    return Plan(tuple(checks))
+
+
 def evaluate(obj, config: dict | None = None, claims: dict | None = None,
-             rules: list[Rule] | None = None) -> list[Violation]:
+             rules: list[Rule] | None = None, checks: Plan | None = None) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
     modes of the claims a pod mounts. `config` is CrossGuard's format, resolved by parse_config or written
-    directly as {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}."""
+    directly as {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}; a caller checking many
+    objects passes `checks` (plan(config, rules)) instead, resolved once."""
     obj = normalize(obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
         return []  # not a Kubernetes object (the loader reports such documents)
+    todo = (checks or plan(config, rules)).for_kind(obj["kind"])
+    if not todo:
+        return []
     found = extract(obj)
     md = _d(obj.get("metadata"))
     out = []
-    base = Context(obj, found.templates, {}, claims or {}, found.problems, found.known)
-    base.exports = launcher_exports(base)
-    for rule in rules or RULES:
-        cfg = rule_config(rule, config)
-        adv = rule_config(rule, config, f"{rule.id}-advisory") if rule.mixed else None
-        if cfg["enforcementLevel"] == DISABLED and (adv is None or adv["enforcementLevel"] == DISABLED):
+    ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known)
+    for rule, cfg, adv in todo:
+        if rule.pods and not found.templates:
             continue
-        ctx = Context(obj, found.templates, cfg, claims or {}, found.problems, found.known, base.exports)
+        ctx.config = cfg  # checks run one after another, each drained before the next
         for f in rule.check(ctx):
             level = _level_of(f, rule, cfg, adv)
             if level is None or exempt(obj, adv if (adv is not None and f.level == ADVISORY) else cfg):
                 continue
-            out.append(Violation(rule.id, level, str(obj.get("kind", "")), str(md.get("namespace") or ""),
+            out.append(Violation(rule.id, level, obj["kind"], str(md.get("namespace") or ""),
                                  str(md.get("name") or ""), f.message))
     return out
-
-
-def _raw_template(obj: dict, path: str) -> dict | None:
-    """The pod template at `path` (a PodTemplate.path such as spec.replicatedJobs[0].template.spec.template) in
-    the object itself, not the extractor's cleaned copy."""
-    node = obj
-    for part in path.split("."):
-        m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
-        if m is None or not isinstance(node, dict):
-            return None
-        node = node.get(m.group(1))
-        for i in re.findall(r"\[(\d+)\]", m.group(2)):
-            if not isinstance(node, list) or int(i) >= len(node):
-                return None
-            node = node[int(i)]
-    if path == "spec":  # a Pod: the object's spec is the pod spec
-        return {"spec": node} if isinstance(node, dict) else None
-    return node if isinstance(node, dict) else None
-
-
-def add_ipc_lock(obj: dict) -> dict | None:
-    """Remediation for rdma-ipc-lock (safe and additive: it only adds a capability RDMA needs). Returns the fixed
-    object, or None when nothing needed fixing (or the containers are in shapes it cannot safely edit)."""
-    obj = normalize(obj)
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-        return None
-    changed = False
-    for t in pod_templates(obj):
-        raw = _raw_template(obj, t.path)
-        spec = raw.get("spec") if raw is not None else None
-        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-            continue  # TrainJob's trainer has no securityContext to set
-        for c in spec["containers"]:
-            if not isinstance(c, dict):
-                continue
-            if not rdma_resources(clean_container(c)):
-                continue
-            sc = c.get("securityContext")
-            if sc is None:
-                sc = c["securityContext"] = {}
-            if not isinstance(sc, dict) or sc.get("privileged"):
-                continue
-            caps = sc.get("capabilities")
-            if caps is None:
-                caps = sc["capabilities"] = {}
-            if not isinstance(caps, dict):
-                continue
-            add = caps.get("add") or []
-            if isinstance(add, list) and "IPC_LOCK" not in add:
-                caps["add"] = [*add, "IPC_LOCK"]
-                changed = True
-    return obj if changed else None
-

@@ -111,3 +111,26 @@ def test_job_rules_read_engine_floats_as_counts():
     assert levels["mpi-launcher-placement"] == EnforcementLevel.ADVISORY
     assert all(levels[r] == EnforcementLevel.MANDATORY
                for r in ("clean-pod-policy", "restart-budget", "init-fail-fast", "nccl-net-set", "shm-mounted"))
+
+
+def test_hostnetwork_dns_reads_engine_props():
+    """Through the engine the GPU count is 8.0 and the pod spec a read-only proxy; the rule still sees GPUs and a
+    host-network pod without ClusterFirstWithHostNet (kubernetes/kubernetes@04791b4:pkg/kubelet/network/dns/dns.go
+    getPodDNSType)."""
+    (obj,) = [o for _, o in lint.load([FIXTURES / "hostnetwork-dns" / "fail" / "pod-unset.yaml"])]
+    args = engine_args(obj)
+    assert isinstance(args.props["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], float)
+    assert not isinstance(args.props["spec"], dict)
+    (message,) = run_policy(POLICIES["hostnetwork-dns"], obj)
+    assert message.startswith("the pod runs on the host network with dnsPolicy unset (so ClusterFirst)")
+    obj["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
+    assert run_policy(POLICIES["hostnetwork-dns"], obj) == []
+
+
+def test_each_policy_carries_its_rules_metadata():
+    for policy in pack.policies():
+        rule = rules.policy_names()[policy.name]
+        assert policy.remediation_steps == rule.remediation
+        assert policy.description.startswith(rule.title)
+        assert policy.has_remediation() == (rule.remediate is not None and policy.name == rule.id)
+    assert POLICIES["hostnetwork-dns"].enforcement_level == EnforcementLevel.MANDATORY

@@ -389,3 +389,62 @@ def test_rendered_stacks_stay_clean_and_say_nothing(capsys):
         assert lint.main([str(ROOT / "rendered" / stack / "manifests.yaml")]) == 0, stack
         out = capsys.readouterr()
         assert out.out == "" and out.err == "", (stack, out)
+
+
+def test_the_hostnetwork_corpus_manifest_without_its_dns_policy_fails():
+    """oracle-quickstart/oci-hpc-oke's host-network MPIJob sets dnsPolicy ClusterFirstWithHostNet on both pods;
+    dropped, both pods get the node's resolv.conf and each is reported."""
+    (job,) = [o for _, _, o in read([CORPUS / "mpi-hostnetwork-ib.yaml"]).objects]
+    assert "hostnetwork-dns" not in _rules(job)
+    for replica in job["spec"]["mpiReplicaSpecs"].values():
+        del replica["template"]["spec"]["dnsPolicy"]
+    found = [v for v in lint.lint([job]) if v.rule == "hostnetwork-dns"]
+    assert [v.message.split(" pod ")[0] for v in found] == ["Launcher", "Worker"]
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("mpirun -x NCCL_NET=IB python train.py", ["mpirun", "-x", "NCCL_NET=IB", "python", "train.py"]),
+    ("echo 'a  b' \"c \\\"d\\\" \\e\" f\\ g", ["echo", "a  b", 'c "d" \\e', "f g"]),
+    ("x='' y \"\"", ["x=", "y", ""]),
+    ("a\tb\r\nc\x0bd", ["a", "b", "c\x0bd"]),  # shlex splits on four characters only
+])
+def test_shell_words_split_like_shlex(text, words):
+    import shlex
+
+    assert rules.shell_words(text) == words == shlex.split(text)
+
+
+def test_shell_words_agree_with_shlex_on_random_scripts():
+    """Seeded: quotes, escapes and every kind of whitespace in any order, unclosed quotes and trailing backslashes
+    included (both raise ValueError, and argv falls back to whitespace splitting)."""
+    import shlex
+
+    pieces = ["a", "b=1", " ", "\t", "\n", "\r", "\x0b", "\\", '"', "'", '\\"', '""', "''", "$X", "é", "-x"]
+    rng = random.Random(3)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        try:
+            expected = shlex.split(text)
+        except ValueError:
+            with pytest.raises(ValueError):
+                rules.shell_words(text)
+            continue
+        assert rules.shell_words(text) == expected, repr(text)
+
+
+def test_linting_leaves_the_objects_as_they_were():
+    """normalize shares what is already plain instead of copying it: nothing on the way may write to it."""
+    objects = [o for _, _, o in read([CORPUS]).objects] + [o for _, o in lint.load(sorted(FIXTURES.glob("*/*/*.yaml")))]
+    before = copy.deepcopy(objects)
+    lint.lint(objects)
+    for obj in objects:
+        rules.add_ipc_lock(obj)
+    assert objects == before
+
+
+def test_engine_floats_are_normalized_but_plain_objects_are_shared():
+    plain = {"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+    assert rules.normalize(plain) is plain
+    floats = {"kind": "Pod", "spec": {"replicas": 2.0, "ratio": 0.5, "items": (1.0, "a")}}
+    assert rules.normalize(floats) == {"kind": "Pod", "spec": {"replicas": 2, "ratio": 0.5, "items": [1, "a"]}}
+    assert floats["spec"]["replicas"] == 2.0 and isinstance(floats["spec"]["replicas"], float)

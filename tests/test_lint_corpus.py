@@ -29,7 +29,8 @@ TABLE = {
                                        "image-pinned"}, 0),
     # Unsized /dev/shm (advisory), 2 GPU pods without gang, cleanPodPolicy unset. The rc0 tag is pinned.
     "paddle-gpu-unsized-shm.yaml": ({"shm-size", "gang-scheduling", "clean-pod-policy"}, 0),
-    # hostNetwork + /dev/infiniband is RDMA: NCCL_NET unset. HCAs come from mpirun -x with `=`: fine.
+    # hostNetwork + /dev/infiniband is RDMA: NCCL_NET unset. HCAs come from mpirun -x with `=`: fine. Both pods set
+    # dnsPolicy ClusterFirstWithHostNet, so no hostnetwork-dns (test_lint: the same file without it fails).
     "mpi-hostnetwork-ib.yaml": ({"shm-fits-memory", "nccl-net-set", "gang-scheduling"}, 0),
     # NCCL_IB_HCA exported by `mpirun -x` counts (no nccl-ib-hca false positive); NCCL_NET unset.
     "mpi-sriov-vf-exported-hca.yaml": ({"shm-fits-memory", "nccl-net-set", "gang-scheduling"}, 0),

@@ -1,5 +1,6 @@
 """The policy rules: every fixture flagged with exactly its rule, the catalogue complete, rendered stacks clean."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -216,3 +217,87 @@ def test_elastic_budget_depends_on_where_the_rendezvous_store_lives(host, restar
     assert _rules(job) == {"restart-budget"}
     job["spec"]["runPolicy"]["backoffLimit"] = needed
     assert _rules(job) == set()
+
+
+def _hostnet_pod(host_network, dns_policy, gpus) -> dict:
+    pod = _load("hostnetwork-dns", "fail", "pod-unset")
+    spec = pod["spec"]
+    spec.pop("hostNetwork")
+    if host_network is not None:
+        spec["hostNetwork"] = host_network
+    if dns_policy is not None:
+        spec["dnsPolicy"] = dns_policy
+    if not gpus:
+        del spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+    return pod
+
+
+@pytest.mark.parametrize(("host_network", "dns_policy", "gpus", "flagged"), [
+    (True, None, 8, True),  # unset is defaulted to ClusterFirst
+    (True, "", 8, True),  # so is an empty string
+    (True, "ClusterFirst", 8, True),
+    (True, "ClusterFirstWithHostNet", 8, False),
+    (True, "Default", 8, False),  # the node's resolv.conf, asked for by name
+    (True, "None", 8, False),  # the pod's own dnsConfig
+    (False, None, 8, False),  # on the pod network ClusterFirst is the cluster's DNS
+    (None, "ClusterFirst", 8, False),
+    (True, None, 0, False),  # no GPUs: a node agent, not a training pod
+], ids=["unset", "empty", "cluster-first", "with-host-net", "default", "none", "pod-network", "no-host-network",
+        "non-gpu-pod"])
+def test_hostnetwork_pods_need_cluster_first_with_host_net(host_network, dns_policy, gpus, flagged):
+    """The kubelet answers ClusterFirst with the cluster DNS only off the host network; on it, the pod falls through
+    to the node's resolv.conf unless dnsPolicy is ClusterFirstWithHostNet
+    (kubernetes/kubernetes@04791b4:pkg/kubelet/network/dns/dns.go getPodDNSType)."""
+    violations = lint.lint([_hostnet_pod(host_network, dns_policy, gpus)])
+    assert {v.rule for v in violations} == ({"hostnetwork-dns"} if flagged else set())
+    if flagged:
+        (v,) = violations
+        assert v.level == "mandatory" and v.message.startswith("the pod runs on the host network with dnsPolicy ")
+        assert v.message.endswith("set dnsPolicy: ClusterFirstWithHostNet")
+
+
+def test_hostnetwork_dns_judges_the_mpi_launcher_of_a_gpu_job():
+    """The launcher has no GPUs but resolves every worker's hostname for mpirun: it is judged with its job."""
+    job = _load("hostnetwork-dns", "fail", "mpijob-launcher-cluster-first")
+    (v,) = lint.lint([job])
+    assert v.rule == "hostnetwork-dns" and v.message.startswith("Launcher pod runs on the host network with "
+                                                                "dnsPolicy ClusterFirst:")
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
+    assert _rules(job) == set()
+    del job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["dnsPolicy"]
+    assert {v.message.split(" pod ")[0] for v in lint.lint([job])} == {"Worker"}
+
+
+def test_every_rule_says_how_to_fix_it_and_only_declared_remediations_run():
+    for rule in rules.RULES:
+        assert rule.remediation and not rule.remediation.endswith("."), rule.id
+    assert [r.id for r in rules.RULES if r.remediate is not None] == ["rdma-ipc-lock"]
+    assert rules.BY_ID["hostnetwork-dns"].remediation == "set dnsPolicy: ClusterFirstWithHostNet"
+    assert rules.BY_ID["hostnetwork-dns"].level == rules.MANDATORY
+
+
+def test_a_rule_id_cannot_be_registered_twice():
+    with pytest.raises(ValueError, match="registered twice"):
+        rules.rule("image-pinned", "again", level=rules.MANDATORY, description="x", remediation="x")(lambda ctx: ())
+
+
+def _unfiltered(rule: rules.Rule) -> rules.Rule:
+    return dataclasses.replace(rule, kinds=None, pods=False)
+
+
+def test_skipping_rules_by_kind_and_by_absent_pods_changes_no_verdict():
+    """The linter skips a rule whose `kinds` cannot match, or that judges pods when there are none: running every
+    rule on every object finds exactly the same, over every fixture, the corpus and seeded mutations of both."""
+    import copy
+    import random
+
+    from tests.test_lint import _mutations
+    from tools.manifests import read
+
+    objects = [o for _, o in lint.load(CASES)] + [o for _, _, o in read([Path(__file__).parent / "lint_corpus"]).objects]
+    every = rules.plan(None, [_unfiltered(r) for r in rules.RULES])
+    filtered = rules.plan(None)
+    rng = random.Random(7)
+    for i in range(len(objects) * 10):
+        obj = objects[i] if i < len(objects) else _mutations(copy.deepcopy(objects[i % len(objects)]), rng)
+        assert rules.evaluate(obj, checks=filtered) == rules.evaluate(obj, checks=every), obj

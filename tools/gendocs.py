@@ -79,6 +79,19 @@ def generate() -> str:
     return "\n".join(lines)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _remediable(rules) -> str:
+    """The sentence naming the rules that fix what they find under enforcementLevel `remediate`."""
+    ids = [f"`{r.id}`" for r in rules if r.remediate is not None]
+    if not ids:
+        return "No rule remediates: enforcementLevel `remediate` acts as mandatory."
+    return (f"{', '.join(ids)} can remediate (enforcementLevel `remediate` applies the fix its column names, nothing "
+            "else); for every other rule `remediate` acts as mandatory.")
+
+
 def generate_policies() -> str:
     from policies.rules import RULES
 
@@ -96,12 +109,13 @@ def generate_policies() -> str:
              "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
              "requests GPUs is searched for pod specs and reported (`judgeable`).", "",
              "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
-             "`rdma-ipc-lock` can remediate (enforcementLevel `remediate` adds IPC_LOCK, nothing else).", "",
-             "| id | level | title | what it checks | config |", "|---|---|---|---|---|"]
+             f"{_remediable(RULES)} Each rule's metadata sits on its function (`@rule` in policies/rules.py); the "
+             "fix column is also what CrossGuard shows as the policy's remediation steps.", "",
+             "| id | level | title | what it checks | fix | config |", "|---|---|---|---|---|---|"]
     for r in RULES:
         params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"
         lines.append(f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
-                     f"{params} |")
+                     f"{_cell(r.remediation)} | {params} |")
     lines += ["", "Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
               "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.", ""]
     return "\n".join(lines)

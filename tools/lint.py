@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from policies.rules import MANDATORY, REMEDIATE, ConfigError, Violation, claim_index, evaluate, parse_config
+from policies.rules import MANDATORY, REMEDIATE, ConfigError, Violation, claim_index, evaluate, parse_config, plan
 from tools.manifests import LOADER, Loaded, Unreadable, load, read
 
 __all__ = ["ConfigError", "Violation", "lint", "lint_loaded", "load", "load_config", "main", "read"]
@@ -43,21 +43,21 @@ FAILING = (MANDATORY, REMEDIATE)
 
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:
     """Every violation of `objects` under `config` (CrossGuard format; ConfigError if it is not valid)."""
-    resolved = parse_config(config)
+    checks = plan(parse_config(config))
     claims = claim_index(objects)
-    return [v for obj in objects for v in evaluate(obj, resolved, claims)]
+    return [v for obj in objects for v in evaluate(obj, claims=claims, checks=checks)]
 
 
 def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violation], list[Unreadable]]:
     """Violations of everything read, and what could not be read or judged. An object the linter fails on (a
     bug: the rules are meant to read any shape) is reported as unjudged, and the run goes on."""
-    resolved = parse_config(config)
+    checks = plan(parse_config(config))
     objects = [obj for _, _, obj in loaded.objects]
     claims = claim_index(objects)
     violations, problems = [], list(loaded.unreadable)
     for file, number, obj in loaded.objects:
         try:
-            violations += evaluate(obj, resolved, claims)
+            violations += evaluate(obj, claims=claims, checks=checks)
         except Exception as err:  # the safety net: never a traceback, always the document that caused it
             md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             problems.append(Unreadable(file, number, None, f"{obj.get('kind')}/{md.get('name')}: the linter failed "
