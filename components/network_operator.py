@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import assert_never
 
 import pulumi
 
@@ -92,27 +93,39 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
         }
         if env := ofed_env(platform):
             spec["ofedDriver"]["env"] = env
-    if f.attachment == "shared":
-        config = {"configList": [
-            {"resourceName": r.resource_name, "rdmaHcaMax": 63, "selectors": {"ifNames": [r.host_interface]}}
-            for r in rails
-        ]}
-        spec["rdmaSharedDevicePlugin"] = {**_image("k8s-rdma-shared-dev-plugin"),
-                                          "config": json.dumps(config, indent=2)}
-    if f.attachment == "hostdevice":
-        config = {"resourceList": [
-            {"resourcePrefix": fab.HOSTDEV_RESOURCE_PREFIX, "resourceName": r.resource_name,
-             "selectors": {"vendors": ["15b3"], "isRdma": True, "pfNames": [r.host_interface]}}
-            for r in rails
-        ]}
-        spec["sriovDevicePlugin"] = {**_image("sriov-network-device-plugin"), "config": json.dumps(config, indent=2)}
-    secondary: dict = {"cniPlugins": _image("plugins"), "multus": _image("multus-cni")}
-    if f.attachment == "shared" and f.kind == "infiniband":
-        secondary["ipoib"] = _image("ipoib-cni")
-    spec["secondaryNetwork"] = secondary
-    # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath does
-    # not install.
-    spec["nvIpam"] = {**_image("nvidia-k8s-ipam"), "enableWebhook": False}
+    att = f.attachment_row
+    if att is not None:
+        match att.device_plugin:
+            case "rdma-shared":
+                config = {"configList": [
+                    {"resourceName": r.resource_name, "rdmaHcaMax": 63, "selectors": {"ifNames": [r.host_interface]}}
+                    for r in rails
+                ]}
+                spec["rdmaSharedDevicePlugin"] = {**_image("k8s-rdma-shared-dev-plugin"),
+                                                  "config": json.dumps(config, indent=2)}
+            case "hostdevice":
+                config = {"resourceList": [
+                    {"resourcePrefix": att.resource_prefix, "resourceName": r.resource_name,
+                     "selectors": {"vendors": ["15b3"], "isRdma": True, "pfNames": [r.host_interface]}}
+                    for r in rails
+                ]}
+                spec["sriovDevicePlugin"] = {**_image("sriov-network-device-plugin"),
+                                             "config": json.dumps(config, indent=2)}
+            case "sriov":  # the SR-IOV operator (chart values) runs its own device plugin
+                pass
+            case other:
+                assert_never(other)
+    # Multus, the CNI plugins and NV-IPAM only where pods get a network per rail: `hostnetwork` pods are on the
+    # node's interfaces and `rdma-only` pods need no address on the rail (both optional in the NicClusterPolicy,
+    # network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go).
+    if f.secondary_network:
+        secondary: dict = {"cniPlugins": _image("plugins"), "multus": _image("multus-cni")}
+        if f.attachment == "shared" and f.kind == "infiniband":
+            secondary["ipoib"] = _image("ipoib-cni")
+        spec["secondaryNetwork"] = secondary
+        # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath
+        # does not install.
+        spec["nvIpam"] = {**_image("nvidia-k8s-ipam"), "enableWebhook": False}
     if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
         spec["tolerations"] = [k8s.toleration(platform.gpu.taint_key)]
     timeout = READY_TIMEOUT_DOCA if "ofedDriver" in spec else READY_TIMEOUT
@@ -133,7 +146,9 @@ def ip_pools(platform: PlatformConfig) -> list[dict]:
     (Mellanox/nvidia-k8s-ipam@network-operator-v26.4.1:pkg/ipam-controller/controllers/ippool/ippool.go
     `Reconcile`), so splitting the subnet evenly across today's nodes would leave a new node without a block
     and its pods in ContainerCreating. PlatformConfig refuses a subnet too small for nodes.count plus spares."""
-    out = []
+    out: list[dict] = []
+    if not platform.fabric.secondary_network:
+        return out
     for r, rc in zip(fab.rails(platform.fabric), platform.fabric.rails, strict=True):
         out.append({
             "apiVersion": "nv-ipam.nvidia.com/v1alpha1",

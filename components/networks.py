@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import assert_never
 
 import pulumi
 
@@ -19,12 +20,17 @@ RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
 def cni_config(platform: PlatformConfig, rail: fab.Rail) -> dict:
     f = platform.fabric
     conf: dict = {"cniVersion": "0.3.1", "name": rail.network}
-    if f.attachment == "hostdevice":
-        conf["type"] = "host-device"
-    elif f.kind == "infiniband":
-        conf.update({"type": "ipoib", "master": rail.host_interface})
-    else:
-        conf.update({"type": "macvlan", "master": rail.host_interface, "mode": "bridge"})
+    match f.attachment:
+        case "hostdevice":
+            conf["type"] = "host-device"
+        case "shared" if f.kind == "infiniband":
+            conf.update({"type": "ipoib", "master": rail.host_interface})
+        case "shared":
+            conf.update({"type": "macvlan", "master": rail.host_interface, "mode": "bridge"})
+        case "sriov" | "hostnetwork" | "rdma-only" | None:
+            raise ValueError(f"fabric.attachment {f.attachment!r} has no NetworkAttachmentDefinition of fastpath's")
+        case other:
+            assert_never(other)
     if f.mtu and conf["type"] != "host-device":
         conf["mtu"] = f.mtu
     # NV-IPAM hands out addresses cluster-wide from the rail's IPPool. Never host-local on a network that spans

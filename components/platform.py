@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 import pulumi
 
@@ -37,6 +38,8 @@ def training_namespaces(platform: PlatformConfig) -> list[dict]:
         # Pod Security `baseline` forbids adding IPC_LOCK, which RDMA needs to pin memory for the NIC, and
         # `restricted` forbids it too: RDMA training namespaces enforce `privileged`, warn/audit at baseline.
         enforce, why = "privileged", "RDMA training pods add IPC_LOCK (baseline forbids it) to register memory"
+        if platform.fabric.host_network:
+            why += "; they also run on the host network, which baseline forbids (hostNetwork, hostPort)"
     else:
         enforce, why = "baseline", "TCP fabric: training pods need no added capabilities"
     return [k8s.namespace(ns, platform.cluster, COMPONENT, enforce, why) for ns in platform.training_namespaces]
@@ -75,12 +78,17 @@ class Platform(pulumi.ComponentResource):
         if p.network_operator_enabled:
             self.network_operator = NetworkOperator("network-operator", NetworkOperatorArgs(p), child)
             net = self.network_operator
-            if p.fabric.attachment == "sriov":
-                SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, policy=net.policy,
-                                                         namespaces=self.namespaces), child)
-            else:
-                SecondaryNetworks("networks", SecondaryNetworksArgs(p, depends_on=[net.policy, *self.namespaces]),
-                                  child)
+            match p.fabric.attachment:
+                case "sriov":
+                    SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, policy=net.policy,
+                                                             namespaces=self.namespaces), child)
+                case "shared" | "hostdevice":
+                    SecondaryNetworks("networks", SecondaryNetworksArgs(
+                        p, depends_on=[net.policy, *self.namespaces]), child)
+                case "hostnetwork" | "rdma-only" | None:  # no network per rail: the device plugin is all
+                    pass
+                case other:
+                    assert_never(other)
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
         self.training_operator = None
         if p.components.training_operator:

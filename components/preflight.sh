@@ -4,7 +4,10 @@
 #   PREFLIGHT_GPUS          GPUs the pod must see (/dev/nvidiaN)
 #   PREFLIGHT_RDMA_DEVICES  RDMA verbs devices the pod must see (/dev/infiniband/uverbsN)
 #   PREFLIGHT_HCAS          HCA names that must exist (/sys/class/infiniband/NAME); empty for SR-IOV VFs
+#   PREFLIGHT_LINK_LAYER    link layer port 1 of every HCA in PREFLIGHT_HCAS must have (InfiniBand, Ethernet); the
+#                           port must also be ACTIVE (NCCL skips a port that is not, and may fall back to TCP)
 #   PREFLIGHT_INTERFACES    secondary interfaces that must be up with an IPv4 address (net1 net2 ...)
+#   PREFLIGHT_BOOTSTRAP     on the host network: the node interface NCCL bootstrap and gloo are told to use
 #   PREFLIGHT_SHM_BYTES     smallest acceptable /dev/shm
 #   PREFLIGHT_ROCE_GIDS     RoCE on a shared port: "net1:mlx5_0 net2:mlx5_1", the pod's address on each interface
 #                           must be a GID of that HCA's port (else NCCL cannot pick the pod's own GID)
@@ -66,8 +69,20 @@ else
 fi
 
 for hca in ${PREFLIGHT_HCAS:-}; do
-  if [ -e "$SYS/class/infiniband/$hca" ]; then ok "HCA $hca"; else
+  if [ ! -e "$SYS/class/infiniband/$hca" ]; then
     fail "HCA $hca not present: NCCL_IB_HCA names it; check the host HCA names (ibdev2netdev) in fabric.rails"
+    continue
+  fi
+  ok "HCA $hca"
+  [ -n "${PREFLIGHT_LINK_LAYER:-}" ] || continue
+  layer=$(cat "$SYS/class/infiniband/$hca/ports/1/link_layer" 2>/dev/null || echo unknown)
+  state=$(cat "$SYS/class/infiniband/$hca/ports/1/state" 2>/dev/null || echo unknown)
+  if [ "$layer" != "$PREFLIGHT_LINK_LAYER" ]; then
+    fail "HCA $hca port 1 is $layer, $PREFLIGHT_LINK_LAYER expected: fabric.kind does not match this NIC (or its firmware LINK_TYPE)"
+  elif [ "${state#*: }" != ACTIVE ]; then
+    fail "HCA $hca port 1 is ${state#*: }, not ACTIVE: the link is down or (InfiniBand) no subnet manager serves it; NCCL would skip it"
+  else
+    ok "HCA $hca port 1 $layer ACTIVE"
   fi
 done
 
@@ -85,6 +100,18 @@ for iface in ${PREFLIGHT_INTERFACES:-}; do
     ok "interface $iface up with $(ipv4_of "$iface" | tr '\n' ' ')"
   fi
 done
+
+if [ -n "${PREFLIGHT_BOOTSTRAP:-}" ]; then
+  iface=$PREFLIGHT_BOOTSTRAP
+  state=$(cat "$SYS/class/net/$iface/operstate" 2>/dev/null || echo missing)
+  if [ "$state" = missing ]; then
+    fail "node interface $iface missing: NCCL_SOCKET_IFNAME names it (fabric.podInterface); on the host network it must be the GPU nodes' primary interface"
+  elif [ -z "$(ipv4_of "$iface")" ]; then
+    fail "node interface $iface has no IPv4 address: NCCL bootstrap and gloo cannot use it (fabric.podInterface)"
+  else
+    ok "bootstrap interface $iface with $(ipv4_of "$iface" | tr '\n' ' ')"
+  fi
+fi
 
 for pair in ${PREFLIGHT_ROCE_GIDS:-}; do
   iface=${pair%%:*}; hca=${pair#*:}

@@ -317,6 +317,8 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     if r.scheduler:
         pod["schedulerName"] = r.scheduler
         pod["priorityClassName"] = r.priority_class
+    if r.wiring.host_network:
+        host_network(pod)
     if has_preflight(r):
         volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
         if preflight_in_main:
@@ -331,6 +333,14 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     if notes:
         metadata["annotations"] = notes
     return {"metadata": metadata, "spec": pod}
+
+
+def host_network(pod: dict) -> None:
+    """On the node's network: the node's DNS would be used unless the policy says otherwise, and a rendezvous
+    Service or a worker's name would not resolve (kubernetes/kubernetes pkg/kubelet/network/dns/dns.go
+    getPodDNSType: ClusterFirst on the host network falls back to Default)."""
+    pod["hostNetwork"] = True
+    pod["dnsPolicy"] = "ClusterFirstWithHostNet"
 
 
 def primary_interface_annotation(r: Resolved) -> dict[str, str]:
@@ -353,9 +363,13 @@ def preflight_env(r: Resolved) -> dict[str, str]:
     fab = r.profile.fabric
     rdma_devices = sum(r.wiring.resources.values())
     hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
-    env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas,
-           "PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)}
-    if fab.kind == "roce" and hcas:
+    env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
+    if hcas and (layer := fab.kind_row.link_layer) is not None:
+        env["PREFLIGHT_LINK_LAYER"] = layer
+    env.update({"PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)})
+    if r.wiring.host_network:
+        env["PREFLIGHT_BOOTSTRAP"] = fab.pod_interface
+    if fab.kind == "roce" and hcas and r.wiring.interfaces:
         # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
         env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
                                               for iface, rail in zip(r.wiring.interfaces, r.wiring.rails, strict=True))
@@ -520,6 +534,12 @@ def pytorch_job(r: Resolved) -> dict:
                             preflight_in_main=True)
     # One start, and one more per fault torchrun may recover from (each recreation of this pod is one).
     template["spec"]["containers"][0]["env"].append({"name": "FASTPATH_MAX_STARTS", "value": str(r.max_restarts + 1)})
+    if r.wiring.host_network:
+        # The agent that becomes rank 0 publishes its address for the workers' store: its FQDN unless told,
+        # and on the host network that is the node's name, which pods need not resolve. torchrun reads
+        # --local-addr from PET_LOCAL_ADDR (torch/distributed/run.py, action=env); the pod IP is the node's.
+        template["spec"]["containers"][0]["env"].append(
+            {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     # torchrun takes up to 30 s to stop its workers on SIGTERM: room for that before the kubelet's SIGKILL.
     template["spec"]["terminationGracePeriodSeconds"] = 90
     body: dict = {
@@ -625,6 +645,11 @@ def mpi_job(r: Resolved) -> dict:
     if r.scheduler:
         launcher_spec["schedulerName"] = r.scheduler
         launcher_spec["priorityClassName"] = r.priority_class
+    if r.wiring.host_network:
+        # mpirun keeps Open MPI's TCP traffic on fabric.podInterface, the GPU nodes' interface: the launcher's
+        # own daemon must have it too, so it runs on the host network of a GPU node (it takes no GPU).
+        host_network(launcher_spec)
+        launcher_spec["nodeSelector"] = dict(worker["spec"]["nodeSelector"])
     launcher: dict = {"metadata": {"labels": _labels(r, "launcher")}, "spec": launcher_spec}
     if notes := primary_interface_annotation(r):
         launcher["metadata"]["annotations"] = notes

@@ -145,3 +145,49 @@ def test_missing_awk_is_told_apart_from_a_bad_node(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 1
     assert "awk is not in this image" in res.stdout and "says nothing about the node" in res.stdout
+
+
+def ports(root: Path, layers: dict[str, tuple[str, str]]) -> None:
+    """Port 1 of each HCA as the kernel shows it: /sys/class/infiniband/<hca>/ports/1/{link_layer,state}."""
+    for hca, (layer, state) in layers.items():
+        port = root / "sys" / "class" / "infiniband" / hca / "ports" / "1"
+        port.mkdir(parents=True, exist_ok=True)
+        (port / "link_layer").write_text(layer + "\n")
+        (port / "state").write_text(state + "\n")
+
+
+# NCCL skips a port that is not ACTIVE (and with every port skipped falls back to sockets); a RoCE NIC on an
+# InfiniBand cluster (or the reverse: a firmware LINK_TYPE never set) runs the wrong verbs.
+@pytest.mark.parametrize(("layers", "line"), [
+    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "4: ACTIVE")}, None),
+    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "2: INIT")},
+     "HCA mlx5_10 port 1 is INIT, not ACTIVE"),
+    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("Ethernet", "4: ACTIVE")},
+     "HCA mlx5_10 port 1 is Ethernet, InfiniBand expected"),
+], ids=["active-ib", "port-init", "wrong-link-layer"])
+def test_hca_port_state_and_link_layer(tmp_path, layers, line):
+    env = tree(tmp_path)
+    ports(tmp_path, layers)
+    res = run({**env, "PREFLIGHT_LINK_LAYER": "InfiniBand"})
+    fails = [x for x in res.stdout.splitlines() if x.startswith("preflight FAIL")]
+    if line is None:
+        assert res.returncode == 0 and "HCA mlx5_10 port 1 InfiniBand ACTIVE" in res.stdout, res.stdout
+    else:
+        assert res.returncode == 1 and len(fails) == 1 and line in fails[0], res.stdout
+
+
+# rdma-only and hostnetwork pods have no rail interfaces; on the host network the bootstrap interface is the
+# node's own, named by fabric.podInterface, and a wrong name is NCCL failing at bootstrap.
+@pytest.mark.parametrize(("bootstrap", "line"), [
+    ("net1", None),
+    ("bond0", "node interface bond0 missing"),
+    ("net2", "node interface net2 has no IPv4 address"),
+], ids=["present", "missing", "no-address"])
+def test_host_network_bootstrap_interface(tmp_path, bootstrap, line):
+    env = tree(tmp_path, addresses=("net1",))
+    res = run({**env, "PREFLIGHT_INTERFACES": "", "PREFLIGHT_BOOTSTRAP": bootstrap})
+    fails = [x for x in res.stdout.splitlines() if x.startswith("preflight FAIL")]
+    if line is None:
+        assert res.returncode == 0 and "bootstrap interface net1 with 10.100.0.5" in res.stdout, res.stdout
+    else:
+        assert res.returncode == 1 and len(fails) == 1 and line in fails[0], res.stdout
