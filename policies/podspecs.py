@@ -45,7 +45,11 @@ NO_PODS = {"Namespace", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim
            "LimitRange", "ResourceQuota", "NetworkPolicy", "Ingress", "Endpoints", "EndpointSlice",
            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ValidatingWebhookConfiguration",
            "MutatingWebhookConfiguration", "APIService", "Lease", "Event", "ResourceFlavor", "ClusterQueue",
-           "LocalQueue", "Workload"}
+           "LocalQueue", "Workload",
+           # NVIDIA Network Operator, NV-IPAM and SR-IOV operator objects (the platform renders thousands on a big
+           # fabric): network settings whose CRDs hold no pod template.
+           "NicClusterPolicy", "MacvlanNetwork", "HostDeviceNetwork", "IPoIBNetwork", "IPPool", "CIDRPool",
+           "SriovNetwork", "SriovIBNetwork", "SriovNetworkNodePolicy", "SriovNetworkPoolConfig", "SriovOperatorConfig"}
 
 
 def _what(value) -> str:
@@ -244,11 +248,11 @@ def walk(value, path: str, visit: Callable[[dict, str], bool], limit: int, depth
         if visit(value, path):
             return
         for k, v in value.items():
-            if isinstance(v, dict | list) and k not in ("metadata", "status"):
+            if isinstance(v, (dict, list)) and k not in ("metadata", "status"):
                 walk(v, f"{path}.{k}" if path else str(k), visit, limit, depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            if isinstance(v, dict | list):
+            if isinstance(v, (dict, list)):
                 walk(v, f"{path}[{i}]", visit, limit, depth + 1)
 
 

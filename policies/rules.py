@@ -2,8 +2,9 @@
 message that says how to fix.
 
 Every rule is a pure function over one Kubernetes object (a dict, normalized once by `normalize`) plus its
-config and the other objects being checked (for cross-object facts, such as a claim's access modes). The
-CrossGuard pack (policies/__main__.py) and the offline linter (tools/lint.py) both call `evaluate`.
+config and the other objects being checked (for cross-object facts, such as a claim's access modes), registered
+with its metadata by `@rule` right above it. The CrossGuard pack (policies/pack.py), the offline linter
+(tools/lint.py) and the generated policies/README.md read RULES; the pack and the linter both call `evaluate`.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def rule(id: str, title: str, *, level: str, description: str, remediation: str,
     README all read from there."""
 
     def register(check: Callable[[Context], Iterator[Finding]]):
-        if any(r.id == id for r in RULES):
+        if any(known.id == id for known in RULES):
             raise ValueError(f"rule id {id!r} is registered twice")
         RULES.append(Rule(id, title, description, level, check, remediation, dict(params or {}), mixed,
                           frozenset(kinds) if kinds is not None else None, pods, remediate))
@@ -311,12 +312,11 @@ def _unquote(part: re.Match) -> str:
 def shell_words(text: str) -> list[str]:
     """`shlex.split(text)`, matched by a regex instead of stepped through in Python a character at a time
     (launcher scripts run to kilobytes); ValueError where shlex raises one."""
-    words = []
-    for word, bad in SHELL_WORD.findall(text):
-        if bad:
-            raise ValueError(f"unclosed quotation or trailing backslash at {bad!r}")
-        words.append(SHELL_PART.sub(_unquote, word) if "'" in word or '"' in word or "\\" in word else word)
-    return words
+    found = SHELL_WORD.findall(text)
+    if any(bad for _, bad in found):
+        raise ValueError(f"unclosed quotation or trailing backslash in {text[:40]!r}")
+    return [SHELL_PART.sub(_unquote, word) if "'" in word or '"' in word or "\\" in word else word
+            for word, _ in found]
 
 
 def argv(c: dict) -> list[str]:
@@ -377,8 +377,9 @@ def launcher_exports(ctx: Context) -> dict[str, str | None]:
         for c in containers(t):
             words = argv(c)
             own = {**rank_env_of(c), **_script_env(words)}
-            if whole or any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS
-                            for w in [w for w in words if w.endswith(WHOLE_ENV_LAUNCHERS)]):
+            joined = "\0".join(words)  # one substring search before looking at a thousand words one by one
+            if whole or (any(name in joined for name in WHOLE_ENV_LAUNCHERS)
+                         and any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words)):
                 out.update(rank_env_of(c))
             # Scripts run to a thousand words: visit only the flags, found by a comprehension.
             for i in [i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS]:
@@ -1266,7 +1267,7 @@ def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
                       "keep its previous configuration and only log an error")
 
 
-# Integer fields the rules read, per kind: (path, rules that could not judge without it).
+# Integer fields the rules read, all below spec: (path, rules that could not judge without it).
 INT_FIELDS = [
     (("spec", "minAvailable"), "gang-scheduling"),
     (("spec", "runPolicy", "schedulingPolicy", "minAvailable"), "gang-scheduling"),
@@ -1329,8 +1330,9 @@ def judgeable(ctx: Context) -> Iterator[Finding]:
             if image and templated_image(image):
                 yield Finding(f"{where(t, c)}: image {image!r} is filled in later: image-pinned could not judge "
                               "it; lint the rendered manifest")
+    spec = _d(ctx.obj.get("spec"))
     for path, rule in INT_FIELDS:
-        value = _at(ctx.obj, path)
+        value = _at(spec, path[1:]) if path[1] in spec else None  # most objects have none of these fields
         if value is not None and _int(value) is None and not (path[-1] in ("nprocPerNode", "numProcPerNode")
                                                                and str(value) in ("auto", "gpu", "cpu")):
             yield Finding(f"{'.'.join(path)} is {str(value)!r}, not a number (a template variable?): {rule} could "
@@ -1498,19 +1500,20 @@ class Plan:
     def for_kind(self, kind: str) -> tuple[tuple[Rule, dict, dict | None], ...]:
         """The checks that can flag an object of `kind`."""
         if kind not in self._by_kind:
-            self._by_kind[kind] = tuple(c for c in self.checks if c[0].kinds is None or kind in c[0].kinds)
+            self._by_kind[kind] = tuple(check for check in self.checks
+                                        if check[0].kinds is None or kind in check[0].kinds)
         return self._by_kind[kind]
 
 
 def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
     """`rules` (default: all) under `config`, the policies it disables left out."""
     checks = []
-    for r in rules or RULES:
-        cfg = rule_config(r, config)
-        adv = rule_config(r, config, f"{r.id}-advisory") if r.mixed else None
+    for each in rules or RULES:
+        cfg = rule_config(each, config)
+        adv = rule_config(each, config, f"{each.id}-advisory") if each.mixed else None
         if cfg["enforcementLevel"] == DISABLED and (adv is None or adv["enforcementLevel"] == DISABLED):
             continue
-        checks.append((r, cfg, adv))
+        checks.append((each, cfg, adv))
     return Plan(tuple(checks))
 
 

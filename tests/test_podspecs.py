@@ -2,7 +2,7 @@
 
 import pytest
 
-from policies.podspecs import extract, pod_templates
+from policies.podspecs import extract, pod_templates, walk
 
 T = {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}
 RS = {"replicas": 3, "template": T}
@@ -65,6 +65,7 @@ CASES = [
     ("unknown kind (searched)", {"kind": "Notebook", "spec": {"template": T, "extra": {"podSpec": T["spec"]}}},
      [("spec.template", 1, "spec.template"), ("spec.extra.podSpec", 1, "spec.extra.podSpec")]),
     ("Service (no pods)", {"kind": "Service", "spec": {"ports": []}}, []),
+    ("SriovNetworkNodePolicy (no pods)", {"kind": "SriovNetworkNodePolicy", "spec": {"numVfs": 8, "template": T}}, []),
 ]
 
 
@@ -91,3 +92,26 @@ def test_shapes_it_cannot_read_are_listed_not_raised(obj, problem):
     found = extract(obj)
     assert any(problem in p for p in found.problems), found.problems
     assert all(isinstance(c, dict) for t in found.templates for c in t.template["spec"]["containers"])
+
+
+def _visited(value, prune_at: str | None = None, limit: int = 12) -> list[str]:
+    seen: list[str] = []
+
+    def visit(mapping: dict, path: str) -> bool:
+        seen.append(path)
+        return path == prune_at
+
+    walk(value, "spec", visit, limit)
+    return seen
+
+
+WALKED = {"a": {"b": [{"c": 1}, 2, [{"d": {}}]], "metadata": {"x": {}}, "status": {"y": {}}}, "e": "f"}
+
+
+@pytest.mark.parametrize(("prune_at", "limit", "expected"), [
+    (None, 12, ["spec", "spec.a", "spec.a.b[0]", "spec.a.b[2][0]", "spec.a.b[2][0].d"]),
+    ("spec.a", 12, ["spec", "spec.a"]),  # a visit that returns True ends the walk below it
+    (None, 3, ["spec", "spec.a", "spec.a.b[0]"]),  # mappings and lists both count towards the depth
+])
+def test_one_walk_parents_first_without_metadata_or_status(prune_at, limit, expected):
+    assert _visited(WALKED, prune_at, limit) == expected
