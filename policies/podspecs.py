@@ -106,8 +106,10 @@ class _Reader:
             return default
 
     def strings(self, value, path: str) -> dict:
-        """A string-keyed mapping (labels, annotations, nodeSelector): other keys dropped, values kept."""
-        return {str(k): v for k, v in self.dict(value, path).items()}
+        """A string-keyed mapping (labels, annotations, nodeSelector, resources): other keys made strings, values
+        kept. Nearly every manifest has string keys already, and then gets its own mapping back, not a copy."""
+        mapping = self.dict(value, path)
+        return mapping if all(type(k) is str for k in mapping) else {str(k): v for k, v in mapping.items()}
 
     def container(self, c: dict, path: str) -> dict:
         out = dict(c)

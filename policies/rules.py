@@ -76,7 +76,7 @@ def normalize(props) -> dict:
     return _plain(props)
 
 
-PLAIN = (str, int, bool, type(None))
+PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def _plain(value):
@@ -291,9 +291,9 @@ def where(t: PodTemplate, c: dict) -> str:
 
 # shlex.split's grammar (POSIX mode, no comments): a word is a run of plain characters, '...' and "..." strings
 # and backslash escapes; the four characters of shlex's whitespace separate words. What starts no word (an unclosed
-# quote, a trailing backslash) is `bad`. Each alternative starts with its own character and nothing follows the
-# repeated group, so an unclosed quote ends the word instead of making the engine retry other splits of it.
-SHELL_WORD = re.compile(r"""(?P<word>(?:[^ \t\r\n'"\\]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
+# quote, a trailing backslash) is `bad`. Possessive quantifiers: what a run matched is never given back, so an
+# unclosed quote ends the word at once instead of making the engine retry other splits of it.
+SHELL_WORD = re.compile(r"""(?P<word>(?:[^ \t\r\n'"\\]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++)"""
                         r"""|(?P<bad>[^ \t\r\n])""", re.S)
 SHELL_PART = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.S)
 DOUBLE_QUOTED_ESCAPE = re.compile(r"\\(.)", re.S)
