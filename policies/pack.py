@@ -3,7 +3,18 @@ them to PolicyPack, which serves them and never returns."""
 
 from __future__ import annotations
 
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationArgs, ResourceValidationPolicy
+from collections.abc import Callable
+from typing import cast
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceRemediation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
 
 from policies.rules import ADVISORY, MANDATORY, RULES, Rule, evaluate, normalize
 
@@ -18,8 +29,8 @@ def _kubernetes_object(args: ResourceValidationArgs) -> dict | None:
     return obj if obj.get("kind") else None
 
 
-def validator(rule: Rule, level: str):
-    def validate(args: ResourceValidationArgs, report_violation) -> None:
+def validator(rule: Rule, level: str) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         obj = _kubernetes_object(args)
         if obj is None:
             return
@@ -31,17 +42,23 @@ def validator(rule: Rule, level: str):
     return validate
 
 
-def remediation(rule: Rule):
+def remediation(rule: Rule) -> Callable[[ResourceValidationArgs], dict | None] | None:
     """The rule's automatic fix as CrossGuard calls it, or None when the rule has none."""
     fix = rule.remediate
     if fix is None:
         return None
 
-    def remediate(args: ResourceValidationArgs):
+    def remediate(args: ResourceValidationArgs) -> dict | None:
         obj = _kubernetes_object(args)
         return fix(obj) if obj is not None else None
 
     return remediate
+
+
+def _as_sdk_remediation(fix: Callable[[ResourceValidationArgs], dict | None] | None) -> ResourceRemediation | None:
+    # The SDK awaits a remediation's result only when it is awaitable (pulumi_policy/policy.py, the remediate
+    # handler: `if isawaitable(result)`), so a plain dict is what it uses; its type names only the awaitable form.
+    return cast(ResourceRemediation | None, fix)
 
 
 def config_schema(rule: Rule) -> PolicyConfigSchema:
@@ -54,13 +71,14 @@ def config_schema(rule: Rule) -> PolicyConfigSchema:
     return PolicyConfigSchema(properties=props)
 
 
-def policies() -> list[ResourceValidationPolicy]:
-    out = []
+def policies() -> list[Policy]:
+    out: list[Policy] = []
     for rule in RULES:
         out.append(ResourceValidationPolicy(
             name=rule.id, description=f"{rule.title}. {rule.description}",
             validate=validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
-            config_schema=config_schema(rule), remediate=remediation(rule), remediation_steps=rule.remediation))
+            config_schema=config_schema(rule), remediate=_as_sdk_remediation(remediation(rule)),
+            remediation_steps=rule.remediation))
         if rule.mixed:
             out.append(ResourceValidationPolicy(
                 name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ NO_PODS = {"Namespace", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim
            "SriovNetwork", "SriovIBNetwork", "SriovNetworkNodePolicy", "SriovNetworkPoolConfig", "SriovOperatorConfig"}
 
 
-def _what(value) -> str:
+def _what(value: Any) -> str:
     if value is None:
         return "null"
     text = repr(value)
@@ -69,30 +70,30 @@ class _Reader:
         if message not in self.problems:
             self.problems.append(message)
 
-    def dict(self, value, path: str) -> dict:
+    def mapping(self, value: Any, path: str) -> dict:
         if isinstance(value, dict):
             return value
         if value is not None:
             self.note(f"{path} is {_what(value)}, not a mapping: not judged")
         return {}
 
-    def list(self, value, path: str) -> list:
+    def sequence(self, value: Any, path: str) -> list:
         if isinstance(value, list):
             return value
         if value is not None:
             self.note(f"{path} is {_what(value)}, not a list: not judged")
         return []
 
-    def dicts(self, value, path: str) -> list[dict]:
+    def mappings(self, value: Any, path: str) -> list[dict]:
         out = []
-        for i, item in enumerate(self.list(value, path)):
+        for i, item in enumerate(self.sequence(value, path)):
             if isinstance(item, dict):
                 out.append(item)
             else:
                 self.note(f"{path}[{i}] is {_what(item)}, not a mapping: not judged")
         return out
 
-    def count(self, value, path: str, default: int = 1) -> int:
+    def count(self, value: Any, path: str, default: int = 1) -> int:
         if value is None:
             return default
         if isinstance(value, bool):
@@ -105,10 +106,10 @@ class _Reader:
                       "lint the rendered manifest")
             return default
 
-    def strings(self, value, path: str) -> dict:
+    def strings(self, value: Any, path: str) -> dict:
         """A string-keyed mapping (labels, annotations, nodeSelector, resources): other keys made strings, values
         kept. Nearly every manifest has string keys already, and then gets its own mapping back, not a copy."""
-        mapping = self.dict(value, path)
+        mapping = self.mapping(value, path)
         return mapping if all(type(k) is str for k in mapping) else {str(k): v for k, v in mapping.items()}
 
     def container(self, c: dict, path: str) -> dict:
@@ -117,7 +118,7 @@ class _Reader:
             if c.get(key) is not None and not isinstance(c[key], str):
                 out[key] = str(c[key])
         env = []
-        for i, e in enumerate(self.dicts(c.get("env"), f"{path}.env")):
+        for i, e in enumerate(self.mappings(c.get("env"), f"{path}.env")):
             name = e.get("name")
             if not isinstance(name, str) or not name:
                 self.note(f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
@@ -125,23 +126,23 @@ class _Reader:
                 continue
             env.append(e)
         out["env"] = env
-        out["envFrom"] = self.dicts(c.get("envFrom"), f"{path}.envFrom")
+        out["envFrom"] = self.mappings(c.get("envFrom"), f"{path}.envFrom")
         for key in ("command", "args"):
             words = c.get(key)
             if isinstance(words, str):
                 self.note(f"{path}.{key} is a string, not a list of words: read as one word")
                 words = [words]
-            out[key] = [str(w) for w in self.list(words, f"{path}.{key}") if w is not None]
+            out[key] = [str(w) for w in self.sequence(words, f"{path}.{key}") if w is not None]
         mounts = []
-        for m in self.dicts(c.get("volumeMounts"), f"{path}.volumeMounts"):
+        for m in self.mappings(c.get("volumeMounts"), f"{path}.volumeMounts"):
             mounts.append({**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")})
         out["volumeMounts"] = mounts
-        res = self.dict(c.get("resources"), f"{path}.resources")
+        res = self.mapping(c.get("resources"), f"{path}.resources")
         out["resources"] = {**res, **{k: self.strings(res.get(k), f"{path}.resources.{k}")
                                       for k in ("requests", "limits")}}
-        sc = dict(self.dict(c.get("securityContext"), f"{path}.securityContext"))
-        caps = dict(self.dict(sc.get("capabilities"), f"{path}.securityContext.capabilities"))
-        caps["add"] = [str(a) for a in self.list(caps.get("add"), f"{path}.securityContext.capabilities.add")]
+        sc = dict(self.mapping(c.get("securityContext"), f"{path}.securityContext"))
+        caps = dict(self.mapping(sc.get("capabilities"), f"{path}.securityContext.capabilities"))
+        caps["add"] = [str(a) for a in self.sequence(caps.get("add"), f"{path}.securityContext.capabilities.add")]
         sc["capabilities"] = caps
         out["securityContext"] = sc
         return out
@@ -150,26 +151,26 @@ class _Reader:
         out = dict(spec)
         for key in ("containers", "initContainers"):
             out[key] = [self.container(c, f"{path}.{key}[{i}]")
-                        for i, c in enumerate(self.dicts(spec.get(key), f"{path}.{key}"))]
+                        for i, c in enumerate(self.mappings(spec.get(key), f"{path}.{key}"))]
         out["volumes"] = [{**v, "name": str(v.get("name") or "")}
-                          for v in self.dicts(spec.get("volumes"), f"{path}.volumes")]
-        out["tolerations"] = self.dicts(spec.get("tolerations"), f"{path}.tolerations")
+                          for v in self.mappings(spec.get("volumes"), f"{path}.volumes")]
+        out["tolerations"] = self.mappings(spec.get("tolerations"), f"{path}.tolerations")
         out["nodeSelector"] = self.strings(spec.get("nodeSelector"), f"{path}.nodeSelector")
-        affinity = dict(self.dict(spec.get("affinity"), f"{path}.affinity"))
-        affinity["nodeAffinity"] = self.dict(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+        affinity = dict(self.mapping(spec.get("affinity"), f"{path}.affinity"))
+        affinity["nodeAffinity"] = self.mapping(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
         out["affinity"] = affinity
         return out
 
-    def template(self, template, role: str, replicas: int, path: str, generic: bool = False) -> list[PodTemplate]:
+    def template(self, template: Any, role: str, replicas: int, path: str, generic: bool = False) -> list[PodTemplate]:
         if template is None:
             return []
-        template = self.dict(template, path)
+        template = self.mapping(template, path)
         spec_path = path if path == "spec" else f"{path}.spec"  # a Pod's own spec sits at `spec`
-        spec = self.dict(template.get("spec"), spec_path)
+        spec = self.mapping(template.get("spec"), spec_path)
         if not spec:
             return []
         md_path = "metadata" if path == "spec" else f"{path}.metadata"
-        md = dict(self.dict(template.get("metadata"), md_path))
+        md = dict(self.mapping(template.get("metadata"), md_path))
         md["annotations"] = self.strings(md.get("annotations"), f"{md_path}.annotations")
         md["labels"] = self.strings(md.get("labels"), f"{md_path}.labels")
         spec = self.pod_spec(spec, spec_path)
@@ -177,20 +178,22 @@ class _Reader:
 
 
 def _replica_specs(r: _Reader, spec: dict, key: str) -> list[PodTemplate]:
-    out = []
-    for role, rs in r.dict(spec.get(key), f"spec.{key}").items():
+    out: list[PodTemplate] = []
+    for role, rs in r.mapping(spec.get(key), f"spec.{key}").items():
         path = f"spec.{key}.{role}"
-        rs = r.dict(rs, path) if rs is not None else r.note(f"{path} is null: no pods judged for it") or {}
+        if rs is None:
+            r.note(f"{path} is null: no pods judged for it")
+        rs = r.mapping(rs, path)
         out += r.template(rs.get("template"), role, r.count(rs.get("replicas"), f"{path}.replicas"),
                           f"{path}.template")
     return out
 
 
-def _jobset_jobs(r: _Reader, jobs, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
+def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
     out = []
-    for i, rj in enumerate(r.dicts(jobs, base)):
-        job = r.dict(rj.get("template"), f"{base}[{i}].template")
-        job_spec = r.dict(job.get("spec"), f"{base}[{i}].template.spec")
+    for i, rj in enumerate(r.mappings(jobs, base)):
+        job = r.mapping(rj.get("template"), f"{base}[{i}].template")
+        job_spec = r.mapping(job.get("spec"), f"{base}[{i}].template.spec")
         per_job = r.count(job_spec.get("parallelism"), f"{base}[{i}].template.spec.parallelism")
         replicas = r.count(rj.get("replicas"), f"{base}[{i}].replicas") * per_job
         # Trainer v2 runtimes: the `node` job runs mlPolicy.numNodes pods.
@@ -204,7 +207,7 @@ def _jobset_jobs(r: _Reader, jobs, base: str, num_nodes: int | None = None) -> l
 def _train_job(r: _Reader, spec: dict) -> list[PodTemplate]:
     """TrainJob carries no pod template: its trainer (image, command, env, resourcesPerNode) is what the node
     pods get on top of the runtime's template."""
-    trainer = r.dict(spec.get("trainer"), "spec.trainer")
+    trainer = r.mapping(spec.get("trainer"), "spec.trainer")
     if not trainer:
         return []
     container = {"name": "node", "image": trainer.get("image"), "command": trainer.get("command"),
@@ -217,9 +220,9 @@ def _train_job(r: _Reader, spec: dict) -> list[PodTemplate]:
 
 def _ray_cluster(r: _Reader, spec: dict, base: str) -> list[PodTemplate]:
     """KubeRay's RayCluster spec (also RayJob.spec.rayClusterSpec, RayService.spec.rayClusterConfig)."""
-    head = r.dict(spec.get("headGroupSpec"), f"{base}.headGroupSpec")
+    head = r.mapping(spec.get("headGroupSpec"), f"{base}.headGroupSpec")
     out = r.template(head.get("template"), "head", 1, f"{base}.headGroupSpec.template")
-    for i, g in enumerate(r.dicts(spec.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
+    for i, g in enumerate(r.mappings(spec.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
         path = f"{base}.workerGroupSpecs[{i}]"
         n = r.count(g.get("replicas", g.get("minReplicas")), f"{path}.replicas")
         out += r.template(g.get("template"), str(g.get("groupName") or f"worker{i}"), n, f"{path}.template")
@@ -228,7 +231,7 @@ def _ray_cluster(r: _Reader, spec: dict, base: str) -> list[PodTemplate]:
 
 def _leader_worker_set(r: _Reader, spec: dict) -> list[PodTemplate]:
     """LeaderWorkerSet: `replicas` groups of `size` pods, one leader (leaderTemplate, else workerTemplate)."""
-    lwt = r.dict(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate")
+    lwt = r.mapping(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate")
     groups = r.count(spec.get("replicas"), "spec.replicas")
     size = r.count(lwt.get("size"), "spec.leaderWorkerTemplate.size")
     if lwt.get("leaderTemplate") is None:
@@ -239,7 +242,7 @@ def _leader_worker_set(r: _Reader, spec: dict) -> list[PodTemplate]:
                          "spec.leaderWorkerTemplate.workerTemplate"))
 
 
-def walk(value, path: str, visit: Callable[[dict, str], bool], limit: int, depth: int = 0) -> None:
+def walk(value: Any, path: str, visit: Callable[[dict, str], bool], limit: int, depth: int = 0) -> None:
     """Call visit(mapping, path) on every mapping under `value`, parents first, leaving out metadata and status;
     when it returns True nothing below that mapping is visited. Paths read `spec.a[0].b`. `limit` bounds the
     depth (a mapping and a list each count one), so no document nests deep enough to exhaust the stack.
@@ -258,7 +261,7 @@ def walk(value, path: str, visit: Callable[[dict, str], bool], limit: int, depth
                 walk(v, f"{path}[{i}]", visit, limit, depth + 1)
 
 
-def _search(r: _Reader, value, path: str) -> list[PodTemplate]:
+def _search(r: _Reader, value: Any, path: str) -> list[PodTemplate]:
     """Pod specs anywhere in an unknown kind: a mapping whose `containers` is a list of mappings (a PodSpec), or
     whose `spec` is one (a PodTemplateSpec). Each is judged as one pod."""
     found: list[PodTemplate] = []
@@ -298,7 +301,7 @@ def extract(obj: dict) -> Extracted:
     elif kind == "DaemonSet":
         tpls = r.template(spec.get("template"), "daemon", 1, "spec.template")
     elif kind == "Job" and is_volcano_job(obj):  # batch.volcano.sh Job: same kind name as batch/v1 Job
-        tpls = [t for i, task in enumerate(r.dicts(spec.get("tasks"), "spec.tasks"))
+        tpls = [t for i, task in enumerate(r.mappings(spec.get("tasks"), "spec.tasks"))
                 for t in r.template(task.get("template"), task.get("name", str(i)),
                                     r.count(task.get("replicas"), f"spec.tasks[{i}].replicas"),
                                     f"spec.tasks[{i}].template")]
@@ -306,7 +309,7 @@ def extract(obj: dict) -> Extracted:
         tpls = r.template(spec.get("template"), "pod", r.count(spec.get("parallelism"), "spec.parallelism"),
                           "spec.template")
     elif kind == "CronJob":
-        job = r.dict(r.dict(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
+        job = r.mapping(r.mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
         parallelism = r.count(job.get("parallelism"), "spec.jobTemplate.spec.parallelism")
         tpls = r.template(job.get("template"), "pod", parallelism, "spec.jobTemplate.spec.template")
     elif kind in REPLICA_SPECS:  # MPIJob: v1 (Training Operator) and v2beta1 (mpi-operator) share the layout
@@ -314,8 +317,8 @@ def extract(obj: dict) -> Extracted:
     elif kind == "TrainJob":
         tpls = _train_job(r, spec)
     elif kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
-        num_nodes = r.dict(spec.get("mlPolicy"), "spec.mlPolicy").get("numNodes")
-        inner = r.dict(r.dict(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
+        num_nodes = r.mapping(spec.get("mlPolicy"), "spec.mlPolicy").get("numNodes")
+        inner = r.mapping(r.mapping(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
         tpls = _jobset_jobs(r, inner.get("replicatedJobs"), "spec.template.spec.replicatedJobs",
                             r.count(num_nodes, "spec.mlPolicy.numNodes") if num_nodes is not None else None)
     elif kind == "JobSet":
@@ -323,10 +326,10 @@ def extract(obj: dict) -> Extracted:
     elif kind == "RayCluster":
         tpls = _ray_cluster(r, spec, "spec")
     elif kind == "RayJob":
-        tpls = (_ray_cluster(r, r.dict(spec.get("rayClusterSpec"), "spec.rayClusterSpec"), "spec.rayClusterSpec")
+        tpls = (_ray_cluster(r, r.mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec"), "spec.rayClusterSpec")
                 + r.template(spec.get("submitterPodTemplate"), "submitter", 1, "spec.submitterPodTemplate"))
     elif kind == "RayService":
-        tpls = _ray_cluster(r, r.dict(spec.get("rayClusterConfig"), "spec.rayClusterConfig"),
+        tpls = _ray_cluster(r, r.mapping(spec.get("rayClusterConfig"), "spec.rayClusterConfig"),
                             "spec.rayClusterConfig")
     elif kind == "LeaderWorkerSet":
         tpls = _leader_worker_set(r, spec)

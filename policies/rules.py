@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from components import nccl
 from components.config import image_problem
@@ -69,7 +70,7 @@ OPERATOR_INIT = {"init-pytorch", "kubectl-delivery"}
 KUBEFLOW_V1 = frozenset(KUBEFLOW_V1_RESTART)
 
 
-def normalize(props) -> dict:
+def normalize(props: Any) -> Any:
     """The one normalization both paths use: engine props (read-only proxies, every number a float) and YAML
     both become plain dicts with integers. What is plain already is shared, not copied: a caller that edits the
     result copies first (add_ipc_lock)."""
@@ -79,7 +80,7 @@ def normalize(props) -> dict:
 PLAIN = frozenset({str, int, bool, type(None)})
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """components.profile.normalize, copying only the parts it changes. YAML gives dicts, lists, strings and
     ints, which need nothing; asking each node the abstract Mapping/Sequence questions that engine proxies need
     cost more than all the rules together. Anything else (proxies, floats, dates) takes the shared path."""
@@ -96,16 +97,16 @@ def _plain(value):
                 out[k] = new
         return value if out is None else out
     if kind is list:
-        out = None
+        copied = None
         for i, v in enumerate(value):
             if type(v) in PLAIN:
                 continue
             new = _plain(v)
             if new is not v:
-                if out is None:
-                    out = list(value)
-                out[i] = new
-        return value if out is None else out
+                if copied is None:
+                    copied = list(value)
+                copied[i] = new
+        return value if copied is None else copied
     if kind in PLAIN:
         return value
     return _normalize(value)
@@ -168,16 +169,17 @@ class Rule:
     remediate: Callable[[dict], dict | None] | None = None  # the automatic fix under enforcementLevel remediate
 
 
+Check = Callable[["Context"], Iterator["Finding"]]
 RULES: list[Rule] = []  # the catalogue, in the order `@rule` meets the checks (the README's order)
 
 
 def rule(id: str, title: str, *, level: str, description: str, remediation: str, params: dict | None = None,
          mixed: bool = False, kinds: Iterable[str] | None = None, pods: bool = True,
-         remediate: Callable[[dict], dict | None] | None = None):
+         remediate: Callable[[dict], dict | None] | None = None) -> Callable[[Check], Check]:
     """Register the decorated check in RULES with its metadata, which the pack, the linter and the generated
     README all read from there."""
 
-    def register(check: Callable[[Context], Iterator[Finding]]):
+    def register(check: Check) -> Check:
         if any(known.id == id for known in RULES):
             raise ValueError(f"rule id {id!r} is registered twice")
         RULES.append(Rule(id, title, description, level, check, remediation, dict(params or {}), mixed,
@@ -194,12 +196,12 @@ def containers(t: PodTemplate) -> list[dict]:
     return list(t.template["spec"].get("containers") or [])
 
 
-def _d(value) -> dict:
+def _d(value: Any) -> dict:
     """`value` if it is a mapping, else {}: object-level fields of input nobody here wrote."""
     return value if isinstance(value, dict) else {}
 
 
-def _int(value) -> int | None:
+def _int(value: Any) -> int | None:
     """An integer field's value, or None when it is not one (`"$N"`, a template, a list)."""
     if isinstance(value, bool):
         return None
@@ -243,15 +245,15 @@ def env(c: dict) -> dict[str, str]:
     return {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "valueFrom" not in e}
 
 
-def annotations(t: PodTemplate) -> dict:
+def pod_annotations(t: PodTemplate) -> dict:
     return (t.template.get("metadata") or {}).get("annotations") or {}
 
 
 def network_interfaces(t: PodTemplate) -> list[str]:
     """The interfaces a pod has: its primary (eth0, or what fastpath's primary-interface annotation names) and lo,
     plus one per Multus network (net1.. unless named)."""
-    raw = annotations(t).get(NETWORKS_ANNOTATION)
-    primary = annotations(t).get(nccl.PRIMARY_INTERFACE_ANNOTATION)
+    raw = pod_annotations(t).get(NETWORKS_ANNOTATION)
+    primary = pod_annotations(t).get(nccl.PRIMARY_INTERFACE_ANNOTATION)
     out = [str(primary) if isinstance(primary, str) and primary else "eth0", "lo"]
     if not raw:
         return out
@@ -263,7 +265,7 @@ def network_interfaces(t: PodTemplate) -> list[str]:
     return out + [str(n) if n else f"net{i + 1}" for i, n in enumerate(names)]
 
 
-def parse_mem_gib(q) -> float | None:
+def parse_mem_gib(q: Any) -> float | None:
     if q is None:
         return None
     m = re.match(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGTPE]i?|)$", str(q).strip())
@@ -281,7 +283,7 @@ def mounts_infiniband(t: PodTemplate) -> bool:
 
 
 def is_rdma_pod(t: PodTemplate) -> bool:
-    return (bool(annotations(t).get(NETWORKS_ANNOTATION)) or any(rdma_resources(c) for c in containers(t))
+    return (bool(pod_annotations(t).get(NETWORKS_ANNOTATION)) or any(rdma_resources(c) for c in containers(t))
             or mounts_infiniband(t))
 
 
@@ -520,7 +522,9 @@ def shm_size(ctx: Context) -> Iterator[Finding]:
 def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
     for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
-        size = parse_mem_gib(v["emptyDir"].get("sizeLimit")) if v and "hostPath" not in v else None
+        if v is None or "hostPath" in v:
+            continue
+        size = parse_mem_gib(v["emptyDir"].get("sizeLimit"))
         if size is None:
             continue
         limit = parse_mem_gib(((c.get("resources") or {}).get("limits") or {}).get("memory"))
@@ -733,7 +737,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate]) -> str | None:
             return "unknown"  # judgeable reports the unreadable number
         need = (_int(elastic.get("minReplicas")) or total) if elastic else total
         return "schedulingPolicy" if (_int(sched.get("minAvailable")) or 0) >= need else None
-    group = any(annotations(t).get("scheduling.k8s.io/group-name") for t in tpls)
+    group = any(pod_annotations(t).get("scheduling.k8s.io/group-name") for t in tpls)
     volcano = all(t.template["spec"].get("schedulerName") == "volcano" for t in tpls)
     return "podgroup" if group and volcano else None
 
@@ -1059,7 +1063,7 @@ def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
 def _raw_template(obj: dict, path: str) -> dict | None:
     """The pod template at `path` (a PodTemplate.path such as spec.replicatedJobs[0].template.spec.template) in
     the object itself, not the extractor's cleaned copy."""
-    node = obj
+    node: Any = obj
     for part in path.split("."):
         m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
         if m is None or not isinstance(node, dict):
@@ -1190,8 +1194,8 @@ def env_no_secrets(ctx: Context) -> Iterator[Finding]:
 
 def _ipam_types(conf: dict) -> list[str]:
     out = []
-    plugins = conf.get("plugins") if isinstance(conf.get("plugins"), list) else []
-    for plugin in [conf, *plugins]:
+    plugins = conf.get("plugins")
+    for plugin in [conf, *(plugins if isinstance(plugins, list) else [])]:
         ipam = plugin.get("ipam") if isinstance(plugin, dict) else None
         if isinstance(ipam, dict) and ipam.get("type"):
             out.append(ipam["type"])
@@ -1280,7 +1284,7 @@ INT_FIELDS = [
 ]
 
 
-def _at(obj, path: tuple[str, ...]):
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(obj, dict):
             return None
@@ -1288,7 +1292,7 @@ def _at(obj, path: tuple[str, ...]):
     return obj
 
 
-def _gpu_paths(value, path: str) -> list[str]:
+def _gpu_paths(value: Any, path: str) -> list[str]:
     """Where GPUs are requested anywhere in an object (resources.limits/requests with a GPU resource)."""
     found: list[str] = []
 
@@ -1365,18 +1369,18 @@ def policy_names() -> dict[str, Rule]:
     return {**BY_ID, **{f"{r.id}-advisory": r for r in RULES if r.mixed}}
 
 
-def _level(value, where: str) -> str:
+def _level(value: Any, where: str) -> str:
     if not isinstance(value, str) or value not in LEVELS:
         raise ConfigError(f"{where}: {value!r} is not an enforcement level: use one of {', '.join(LEVELS)}")
     return value
 
 
-def _nearest(name: str, known) -> str:
+def _nearest(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.5)
     return f": did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
 
 
-def parse_config(raw) -> dict[str, dict]:
+def parse_config(raw: Any) -> dict[str, dict]:
     """A CrossGuard policy-pack config (`pulumi preview --policy-pack-config`) checked and resolved the way the
     engine does (pulumi/pulumi pkg/resource/analyzer/config.go parsePolicyPackConfig, applyConfig): each key is a
     policy name or `all`; each value an enforcement level string (`"rule-id": "disabled"`) or an object with an
@@ -1517,7 +1521,7 @@ def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
     return Plan(tuple(checks))
 
 
-def evaluate(obj, config: dict | None = None, claims: dict | None = None,
+def evaluate(obj: Any, config: dict | None = None, claims: dict | None = None,
              rules: list[Rule] | None = None, checks: Plan | None = None) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
     modes of the claims a pod mounts. `config` is CrossGuard's format, resolved by parse_config or written

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+if typing.TYPE_CHECKING:
+    from policies.rules import Rule
+
 from components import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +86,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _remediable(rules) -> str:
+def _remediable(rules: list[Rule]) -> str:
     """The sentence naming the rules that fix what they find under enforcementLevel `remediate`."""
     ids = [f"`{r.id}`" for r in rules if r.remediate is not None]
     if not ids:

@@ -59,7 +59,8 @@ def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violat
         try:
             violations += evaluate(obj, claims=claims, checks=checks)
         except Exception as err:  # the safety net: never a traceback, always the document that caused it
-            md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            md = obj.get("metadata")
+            md = md if isinstance(md, dict) else {}
             problems.append(Unreadable(file, number, None, f"{obj.get('kind')}/{md.get('name')}: the linter failed "
                                        f"on it ({type(err).__name__}: {str(err)[:200]}); not judged (a linter "
                                        "bug: report it with this document)"))
