@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -95,12 +97,12 @@ def _chunks(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _shape_problem(doc) -> str | None:
+def _shape_problem(doc: object) -> str | None:
     """Why a parsed document cannot be walked safely: an alias cycle, an alias bomb, absurd nesting."""
     memo: dict[int, int] = {}
     stack: set[int] = set()
 
-    def size(x, depth: int) -> int:
+    def size(x: object, depth: int) -> int:
         if not isinstance(x, dict | list):
             return 1
         if depth > MAX_DEPTH:
@@ -126,7 +128,8 @@ def _shape_problem(doc) -> str | None:
     return None
 
 
-def _objects(doc, file: Path, number: int, line: int, path: str = "", depth: int = 0):
+def _objects(doc: object, file: Path, number: int, line: int, path: str = "",
+             depth: int = 0) -> Iterator[dict[str, Any] | Unreadable]:
     """The Kubernetes objects in one document, `List`s flattened (nested ones too); problems as Unreadable."""
     if not isinstance(doc, dict) or "kind" not in doc:
         return
@@ -148,7 +151,8 @@ def _objects(doc, file: Path, number: int, line: int, path: str = "", depth: int
     yield doc
 
 
-def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int):
+def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | None,
+           offset: int) -> Iterator[tuple[Path, int, dict] | Unreadable]:
     """The objects of one document, or why it cannot be read."""
     lines = body.splitlines()
     skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))),
@@ -180,17 +184,22 @@ def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | No
 
 
 def read_text(file: Path, text: str, bad_at: int | None = None) -> Loaded:
-    objects, unreadable = [], []
+    objects: list[tuple[Path, int, dict]] = []
+    unreadable: list[Unreadable] = []
     for number, (first_line, offset, body) in enumerate(_chunks(text), 1):
         for got in _parse(file, number, first_line, body, bad_at, offset):
-            (unreadable if isinstance(got, Unreadable) else objects).append(got)
+            if isinstance(got, Unreadable):
+                unreadable.append(got)
+            else:
+                objects.append(got)
     return Loaded(objects, unreadable)
 
 
 def read(paths: list[Path]) -> Loaded:
     """Every Kubernetes object in `paths` (files, `-` for stdin, or folders searched for .yaml/.yml), and every
     document or file that could not be read."""
-    objects, unreadable = [], []
+    objects: list[tuple[Path, int, dict]] = []
+    unreadable: list[Unreadable] = []
     for f in _files(paths):
         if not str(f) == "-" and not f.exists():
             unreadable.append(Unreadable(f, None, None, "no such file or folder"))
