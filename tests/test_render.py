@@ -92,3 +92,41 @@ def test_numbers_come_out_as_integers(rendered):
 def test_manifests_are_ordered_namespaces_first(rendered):
     kinds = [o["kind"] for o in rendered("prod-roce").objects]
     assert kinds[: kinds.count("Namespace")] == ["Namespace"] * kinds.count("Namespace")
+
+
+def test_render_ends_with_each_jobs_wiring_the_policy_result_and_the_summary_path(tmp_path):
+    out = tmp_path / "prod-roce"
+    res = cli("--stack", "prod-roce", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.rstrip().splitlines()
+    assert lines[2].split() == ["job", "kind", "nodes", "x", "GPUs", "transport", "rails/networks", "NCCL_NET", "queue"]
+    assert lines[3].split() == ["mistral-sft", "PyTorchJob", "2-8", "(elastic)", "x", "4", "roce", "rail0-shared,",
+                                "rail1-shared", "IB", "training"]
+    assert lines[-2] == "policy: 0 violations, 0 mandatory (python -m tools.lint)"
+    assert lines[-1] == f"full summary: {out / 'SUMMARY.md'}"
+    assert len(lines) <= 12, "the closing summary stays short: the rest is in SUMMARY.md"
+
+
+def test_rendering_imports_none_of_the_test_extras():
+    """`make render` installs requirements.txt only: a render must not need pytest, torch or the schema tools."""
+    probe = ("import sys; from tools import render; render.render_stack('prod-ib'); "
+             "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    res = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    loaded = set(eval(res.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own probe's printed list
+    extras = {"pytest", "hypothesis", "torch", "jsonschema", "kubernetes_validate", "pulumi_policy", "mypy", "ruff"}
+    assert not loaded & extras
+
+
+def pins(path):
+    lines = [line.strip() for line in (ROOT / path).read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_requirements_are_exact_pins_split_between_render_and_test():
+    render_pins, test_pins = pins("requirements.txt"), pins("requirements-test.txt")
+    assert all("==" in p for p in render_pins + test_pins)
+    names = [p.split("==")[0].lower() for p in render_pins + test_pins]
+    assert len(names) == len(set(names)), "a package is pinned in both files"
+    assert {"pulumi", "pulumi-kubernetes", "pydantic", "pyyaml"} == {p.split("==")[0].lower() for p in render_pins}
+    assert "torch" in {p.split("==")[0] for p in test_pins}

@@ -14,15 +14,11 @@ config (the message names the stack file and key).
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import difflib
 import json
 import math
-import re
-import runpy
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,14 +27,13 @@ from typing import Any
 
 import yaml
 
+from tools import mocks
+from tools.mocks import Registration, Run
+
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ROOT / "stacks"
 RENDERED = ROOT / "rendered"
 SECRET = "[secret]"
-# The built Training Operator overlay (`kustomize build`), beside the checkout as in CI: offline, the mock
-# provider answers `kubernetes:kustomize:directory` with it, so the transformations run on the real objects.
-SHARED_MANIFESTS = ROOT.parent / "shared" / "upstream" / "manifests"
-OVERLAY_URL = re.compile(r"^https://github\.com/kubeflow/trainer/tree/(?P<ref>v[0-9][^/]*)/manifests/overlays/standalone$")
 
 # Apply order a reviewer (and kubectl) expects: cluster scaffolding first, then workloads, then custom resources.
 KIND_ORDER = ["Namespace", "CustomResourceDefinition", "PriorityClass", "StorageClass", "PersistentVolumeClaim",
@@ -136,150 +131,21 @@ def plain(value: Any, where: str, source: Path) -> Any:
     raise RenderError(f"{source}: {where}: a {type(value).__name__} value: write a string, number, list or map")
 
 
-# ------------------------------------------------------------------------------------------- mock runtime
-
-
-@dataclass
-class Registration:
-    urn: str
-    type: str
-    name: str
-    parent: str
-    custom: bool
-    inputs: dict
-    dependencies: list[str]
-    protect: bool
-    retain_on_delete: bool
-    outputs: dict = field(default_factory=dict)
-
-
-@dataclass
-class Run:
-    stack: str
-    registrations: list[Registration]
-    invokes: list[tuple[str, dict]]
-    outputs: dict[str, Any]
-    overlays: dict[str, list[dict]] = field(default_factory=dict)
-    """What the mock provider returned per kustomize directory: the objects before any transformation."""
-
-
-def overlay_objects(directory: str) -> list[dict]:
-    """The objects `kustomize build` gives for `directory`, when the built overlay of exactly that ref is beside
-    the checkout (../shared/upstream/manifests/training-operator-<ref>-standalone.yaml); else none."""
-    m = OVERLAY_URL.match(directory)
-    path = SHARED_MANIFESTS / f"training-operator-{m['ref']}-standalone.yaml" if m else None
-    if path is None or not path.is_file():
-        return []
-    from tools.manifests import LOADER
-
-    objs = [d for d in yaml.load_all(path.read_text(), Loader=LOADER) if d]
-    for obj in objs:
-        if obj["kind"] == "CustomResourceDefinition":
-            # Megabytes of schema that no transformation touches and the SDK wraps value by value (seconds per
-            # render): the offline stand-in keeps everything else of each CRD.
-            for version in obj["spec"]["versions"]:
-                version["schema"] = {"openAPIV3Schema": {"type": "object",
-                                                         "x-kubernetes-preserve-unknown-fields": True}}
-    return objs
-
-
-def _without_uid(state: dict) -> dict:
-    md = state.get("metadata")
-    if isinstance(md, dict) and "uid" in md:
-        return {**state, "metadata": {k: v for k, v in md.items() if k != "uid"}}
-    return state
+# ------------------------------------------------------------------------------------------- program
 
 
 def run_program(stack: str, program: Callable[[], None] | None = None, extra_config: dict | None = None,
                 references: dict[str, dict] | None = None) -> Run:
-    """Run __main__.py (or `program`) for `stack` under mocks; every registration, invoke and stack output
-    recorded. `extra_config` adds or replaces config keys (values as in a stack file); `references` gives the
-    outputs of StackReferences by stack name."""
-    import pulumi
-    from pulumi.runtime import rpc
-    from pulumi.runtime.mocks import MockMonitor
-    from pulumi.runtime.settings import get_root_resource, set_root_resource
-    from pulumi.runtime.stack import wait_for_rpcs
-    from pulumi.runtime.sync_await import _sync_await
-
+    """Run __main__.py (or `program`) for `stack` under the mocks (tools/mocks.py). `extra_config` adds or
+    replaces config keys (values as in a stack file); `references` gives the outputs of StackReferences by stack
+    name. Raises RenderError for an unknown stack, a bad stack file or a program that refuses its config."""
     config, secrets = load_stack_config(stack)
     for key, value in (extra_config or {}).items():
         config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    registrations: list[Registration] = []
-    invokes: list[tuple[str, dict]] = []
-    overlays: dict[str, list[dict]] = {}
-    by_urn: dict[str, Registration] = {}
-
-    class Mocks(pulumi.runtime.Mocks):
-        def new_resource(self, args):
-            if args.typ == "pulumi:pulumi:StackReference":
-                name = args.inputs.get("name")
-                return name, {"name": name, "outputs": (references or {}).get(name, {}), "secretOutputNames": []}
-            if args.typ.startswith("kubernetes:") and isinstance(args.inputs.get("metadata"), dict):
-                # The API server's uid, so ownerReferences to this object resolve (a stable stand-in; the
-                # recorded inputs leave it out).
-                uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{stack}/{args.typ}/{args.name}"))
-                return f"{args.name}-id", {**args.inputs, "metadata": {**args.inputs["metadata"], "uid": uid}}
-            return f"{args.name}-id", args.inputs
-
-        def call(self, args):
-            invokes.append((args.token, dict(args.args)))
-            if args.token == "kubernetes:kustomize:directory":
-                # kustomize.Directory (v1) asks the provider to build the overlay; offline, the built overlay
-                # beside the checkout stands in (a fresh copy each time: the transformations edit it in place).
-                directory = args.args["directory"]
-                overlays[directory] = overlay_objects(directory)
-                return {"result": copy.deepcopy(overlays[directory])}
-            return {}
-
-    class Monitor(MockMonitor):
-        def RegisterResource(self, request):
-            response = super().RegisterResource(request)
-            if request.type != "pulumi:pulumi:Stack":
-                reg = Registration(
-                    urn=response.urn, type=request.type, name=request.name, parent=request.parent,
-                    custom=bool(request.custom), inputs=_without_uid(self.resources[response.urn].state),
-                    dependencies=list(request.dependencies), protect=bool(request.protect),
-                    retain_on_delete=bool(request.retainOnDelete))
-                registrations.append(reg)
-                by_urn[reg.urn] = reg
-            return response
-
-        def RegisterResourceOutputs(self, request):
-            # Only fastpath's own components: deserializing a provider component's outputs (a kustomize
-            # Directory's `resources`, references to its children) rebuilds resources inside this monitor call
-            # and never returns.
-            if request.urn in by_urn and by_urn[request.urn].type.startswith("fastpath:"):
-                by_urn[request.urn].outputs = rpc.deserialize_properties(request.outputs) or {}
-            return super().RegisterResourceOutputs(request)
-
-    mocks = Mocks()
-    # A fresh root Stack per run: set_mocks keeps an existing one, which would name the previous stack.
-    set_root_resource(None)
-    pulumi.runtime.set_mocks(mocks, project="fastpath", stack=stack, preview=False, monitor=Monitor(mocks))
-    pulumi.runtime.set_all_config(config, secrets)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     try:
-        if program is None:
-            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-        else:
-            program()
-        _sync_await(wait_for_rpcs())
-    except pulumi.RunError as err:
-        raise RenderError(str(err), registered=len(registrations)) from None
-    def resolve(value: Any) -> Any:
-        # Await only real Outputs: Output.from_input on a large plain dict walks it at great cost.
-        if isinstance(value, pulumi.Output):
-            return _sync_await(value.future())
-        if isinstance(value, dict):
-            return {k: resolve(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [resolve(v) for v in value]
-        return value
-
-    outputs = {k: resolve(v) for k, v in get_root_resource().outputs.items()}
-    return Run(stack, registrations, invokes, outputs, overlays)
+        return mocks.run(stack, config, secrets, program=program, references=references)
+    except mocks.ProgramError as err:
+        raise RenderError(str(err), registered=err.registered) from None
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -447,7 +313,7 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
     lines.append("| kind | name | source | version | namespace | waits for |")
     lines.append("|---|---|---|---|---|---|")
     for p in pkgs:
-        src = f"{p['repo']} {p['chart']}" if p["kind"] == "helm" else p["source"]
+        src = (f"{p['repo']} {p['chart']}" if p["repo"] else p["chart"]) if p["kind"] == "helm" else p["source"]
         waits = ", ".join(f"`{w}`" for w in p.get("waitsFor", [])) or "-"
         lines.append(f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} "
                      f"| {waits} |")
@@ -469,8 +335,8 @@ def profile_section(profile: dict | None) -> str:
              f"{profile['nodes']['count']} nodes", ""]
     if profile["rails"]:
         lines += ["| rail | network | resource | HCA | subnet | Gb/s |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['name']} | {r['network']} | `{r['resource']}` | {r['hca']} | {r['subnet']} "
-                  f"| {r['speedGbps']} |" for r in profile["rails"]]
+        lines += [f"| {r['name']} | {r.get('network') or '-'} | `{r['resource']}` | {r['hca']} "
+                  f"| {r.get('subnet') or '-'} | {r['speedGbps']} |" for r in profile["rails"]]
         lines.append("")
     lines += ["NCCL / launcher env of a full-node pod:", "", "| variable | value |", "|---|---|"]
     lines += [f"| {k} | `{v}` |" for k, v in profile["ncclEnv"].items()]
@@ -484,22 +350,27 @@ class Rendered:
     objects: list[dict]
     packages: list[dict]
     files: dict[str, str]
+    violations: list = field(default_factory=list)
+    """What `python -m tools.lint` finds in `objects` (tools.lint.Violation)."""
 
 
 def render_stack(stack: str) -> Rendered:
+    from tools.lint import lint
+
     run = run_program(stack)
     objs = manifests(run)
     pkgs = packages(run)
+    violations = lint(objs)
     sections = [profile_section(integral(run.outputs.get("profile"))),
                 jobs_section(integral(run.outputs.get("jobs") or {})),
                 acceptance_section(integral(run.outputs.get("acceptance") or [])),
-                policy_section(objs)]
+                policy_section(violations)]
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
     }
-    return Rendered(run, objs, pkgs, files)
+    return Rendered(run, objs, pkgs, files, violations)
 
 
 def jobs_section(jobs: dict) -> str:
@@ -512,6 +383,9 @@ def jobs_section(jobs: dict) -> str:
         c = jobs[name]
         lines += [f"### `{name}`", "", "| | |", "|---|---|"]
         lines += [f"| {k} | {c[k] if c[k] is not None else '-'} |" for k in scalar]
+        if "runtime" in c:  # a TrainJob: the contract is its effective pod (runtime merged with the job)
+            lines.append(f"| runtime | {c['runtime']} |")
+            lines.append(f"| faults | {c['faults']} |")
         lines.append(f"| networks | {', '.join(c['networks']) or '-'} |")
         lines.append(f"| RDMA resources | {', '.join(f'`{k}`: {v}' for k, v in c['rdmaResources'].items()) or '-'} |")
         lines.append(f"| capabilities | {', '.join(c['capabilities']) or '-'} |")
@@ -519,6 +393,10 @@ def jobs_section(jobs: dict) -> str:
         lines += ["", "| env | value |", "|---|---|"]
         lines += [f"| {k}{' (override)' if k in c['envOverrides'] else ''} | `{v}` |" for k, v in c["env"].items()]
         lines.append("")
+        if c.get("runtimeOverrides"):
+            lines += ["What the TrainJob changes of its runtime's wiring:", ""]
+            lines += [f"- {p}" for p in c["runtimeOverrides"]]
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -527,7 +405,8 @@ def acceptance_section(runs: list[dict]) -> str:
         return ""
     lines = ["## Fabric acceptance", "",
              f"One job, `{runs[0]['job']}`, runs each node count in turn in its own queue; save its launcher log "
-             f"(`kubectl logs {runs[0]['job']}-launcher > {runs[0]['job']}.log`) and check each run:", "",
+             f"(`{runs[0].get('logs') or 'kubectl logs ' + runs[0]['job'] + '-launcher'} > {runs[0]['job']}.log`) "
+             "and check each run:", "",
              "| nodes | ranks | expected transport | fail under (GB/s) | warn under (GB/s) | check |",
              "|---|---|---|---|---|---|"]
     for r in runs:
@@ -537,10 +416,9 @@ def acceptance_section(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def policy_section(objs: list[dict]) -> str:
-    from tools.lint import format_text, lint
+def policy_section(violations: list) -> str:
+    from tools.lint import format_text
 
-    violations = lint(objs)
     mandatory = sum(v.level == "mandatory" for v in violations)
     lines = ["## Policy check", "", f"`python -m tools.lint` over manifests.yaml: {len(violations)} violations, "
              f"{mandatory} mandatory.", ""]
@@ -553,8 +431,40 @@ def render_files(stack: str) -> dict[str, str]:
     return render_stack(stack).files
 
 
+def _networks(names: list[str]) -> str:
+    if len(names) > 2:  # eight rails would push the table off the screen
+        return f"{len(names)}: {names[0]} .. {names[-1]}"
+    return ", ".join(names) or "-"
+
+
+def at_a_glance(rendered: Rendered, out: Path) -> str:
+    """What `make render` prints: per job its transport and wiring, the policy result, where the rest is."""
+    run = rendered.run
+    jobs = integral(run.outputs.get("jobs") or {})
+    rows = [("job", "kind", "nodes x GPUs", "transport", "rails/networks", "NCCL_NET", "queue")]
+    for name in sorted(jobs):
+        c = jobs[name]
+        rows.append((name, c["kind"], c["replicas"].removesuffix(" GPUs"), c["transport"], _networks(c["networks"]),
+                     c["env"].get("NCCL_NET", "-"), c["queue"] or "-"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"{_rel(out)}: {len(rendered.objects)} Kubernetes objects, {len(rendered.packages)} packages, "
+             f"{len(run.registrations)} resources", ""]
+    if len(rows) > 1:
+        lines += ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    else:
+        lines.append("no jobs (fastpath:jobs)")
+    if runs := integral(run.outputs.get("acceptance") or []):
+        lines.append(f"fabric acceptance: {runs[0]['job']} on {', '.join(str(r['nodes']) for r in runs)} nodes, "
+                     f"expecting {', '.join(dict.fromkeys(r['expect'] for r in runs))}")
+    lines.append("")
+    mandatory = sum(v.level == "mandatory" for v in rendered.violations)
+    lines.append(f"policy: {len(rendered.violations)} violations, {mandatory} mandatory (python -m tools.lint)")
+    lines.append(f"full summary: {_rel(out / 'SUMMARY.md')}")
+    return "\n".join(lines)
+
+
 def check(files: dict[str, str], out: Path) -> list[str]:
-    diffs = []
+    diffs: list[str] = []
     for name, text in files.items():
         path = out / name
         old = path.read_text() if path.is_file() else ""
@@ -585,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     out = args.out or RENDERED / args.stack
     try:
-        files = render_files(args.stack)
+        rendered = render_stack(args.stack)
+        files = rendered.files
     except RenderError as err:
         print(err, file=sys.stderr)
         return 2
@@ -605,9 +516,7 @@ def _main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (out / name).write_text(text)
-    print(files["SUMMARY.md"].split("## Packages")[0].rstrip())
-    print(f"\nwrote {_rel(out)}/"
-          f"{{{', '.join(files)}}}")
+    print(at_a_glance(rendered, out))
     return 0
 
 

@@ -1,0 +1,195 @@
+"""The mock runtime: run a Pulumi program with no CLI and no cluster, and record what it registers.
+
+    run = mocks.run("prod-ib", config, secrets)            # __main__.py, or program=callable
+    run.registrations                                       # every resource, in registration order
+
+What the mock provider answers: an object's inputs as its state, plus a stable stand-in `metadata.uid` for
+Kubernetes objects (so ownerReferences resolve; the recorded inputs leave it out); StackReferences from
+`references`; `kubernetes:kustomize:directory` from the built overlay beside the checkout. It knows nothing of
+stack files: tools/render.py reads those and turns a Run into files.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import runpy
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+# The built Training Operator overlay (`kustomize build`), beside the checkout as in CI: offline, the mock
+# provider answers `kubernetes:kustomize:directory` with it, so the transformations run on the real objects.
+SHARED_MANIFESTS = ROOT.parent / "shared" / "upstream" / "manifests"
+OVERLAY_URL = re.compile(r"^https://github\.com/kubeflow/trainer/tree/(?P<ref>v[0-9][^/]*)/manifests/overlays/standalone$")
+
+
+class ProgramError(Exception):
+    """The program stopped with a pulumi.RunError. `registered` counts the resources it had registered by then."""
+
+    def __init__(self, message: str, registered: int = 0):
+        super().__init__(message)
+        self.registered = registered
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict
+    dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    outputs: dict = field(default_factory=dict)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    """Per input property, the URNs it was computed from (what an Output input carried)."""
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
+
+
+@dataclass
+class Run:
+    stack: str
+    registrations: list[Registration]
+    invokes: list[tuple[str, dict]]
+    outputs: dict[str, Any]
+    overlays: dict[str, list[dict]] = field(default_factory=dict)
+    """What the mock provider returned per kustomize directory: the objects before any transformation."""
+
+
+_OVERLAYS: dict[Path, list[dict]] = {}
+
+
+def overlay_objects(directory: str) -> list[dict]:
+    """The objects `kustomize build` gives for `directory`, when the built overlay of exactly that ref is beside
+    the checkout (../shared/upstream/manifests/training-operator-<ref>-standalone.yaml); else none. A fresh copy
+    each call: the caller's transformations edit it in place."""
+    m = OVERLAY_URL.match(directory)
+    path = SHARED_MANIFESTS / f"training-operator-{m['ref']}-standalone.yaml" if m else None
+    if path is None or not path.is_file():
+        return []
+    if path not in _OVERLAYS:
+        # Parsed once per process: the pure-Python YAML loader takes most of a second on this file, and tests
+        # and the bench render many times.
+        from tools.manifests import LOADER
+
+        objs = [d for d in yaml.load_all(path.read_text(), Loader=LOADER) if d]
+        for obj in objs:
+            if obj["kind"] == "CustomResourceDefinition":
+                # Megabytes of schema that no transformation touches and the SDK wraps value by value (seconds
+                # per render): the offline stand-in keeps everything else of each CRD.
+                for version in obj["spec"]["versions"]:
+                    version["schema"] = {"openAPIV3Schema": {"type": "object",
+                                                             "x-kubernetes-preserve-unknown-fields": True}}
+        _OVERLAYS[path] = objs
+    return copy.deepcopy(_OVERLAYS[path])
+
+
+def _without_uid(state: dict) -> dict:
+    md = state.get("metadata")
+    if isinstance(md, dict) and "uid" in md:
+        return {**state, "metadata": {k: v for k, v in md.items() if k != "uid"}}
+    return state
+
+
+def run(stack: str, config: dict[str, str], secrets: list[str], program: Callable[[], None] | None = None,
+        references: dict[str, dict] | None = None, project: str = "fastpath") -> Run:
+    """Run __main__.py (or `program`) as stack `stack` with `config` (values as the CLI passes them: strings,
+    structured ones as JSON text); every registration, invoke and stack output recorded. `references` gives the
+    outputs of StackReferences by stack name. Raises ProgramError when the program stops with a RunError."""
+    import pulumi
+    from pulumi.runtime import rpc
+    from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
+    from pulumi.runtime.settings import get_root_resource, set_root_resource
+    from pulumi.runtime.stack import Stack, wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    registrations: list[Registration] = []
+    invokes: list[tuple[str, dict]] = []
+    overlays: dict[str, list[dict]] = {}
+    by_urn: dict[str, Registration] = {}
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+            if args.typ == "pulumi:pulumi:StackReference":
+                name = str(args.inputs.get("name"))
+                return name, {"name": name, "outputs": (references or {}).get(name, {}), "secretOutputNames": []}
+            if args.typ.startswith("kubernetes:") and isinstance(args.inputs.get("metadata"), dict):
+                # The API server's uid, so ownerReferences to this object resolve (a stable stand-in).
+                uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{stack}/{args.typ}/{args.name}"))
+                return f"{args.name}-id", {**args.inputs, "metadata": {**args.inputs["metadata"], "uid": uid}}
+            return f"{args.name}-id", args.inputs
+
+        def call(self, args: MockCallArgs) -> Any:  # the SDK takes a plain dict of outputs too
+            invokes.append((args.token, dict(args.args)))
+            if args.token == "kubernetes:kustomize:directory":
+                # kustomize.Directory (v1) asks the provider to build the overlay; offline, the built overlay
+                # beside the checkout stands in.
+                directory = args.args["directory"]
+                overlays[directory] = overlay_objects(directory)
+                return {"result": overlay_objects(directory)}
+            return {}
+
+    class Monitor(MockMonitor):
+        def RegisterResource(self, request: Any) -> Any:
+            response = super().RegisterResource(request)
+            if request.type != "pulumi:pulumi:Stack":
+                reg = Registration(
+                    urn=response.urn, type=request.type, name=request.name, parent=request.parent,
+                    custom=bool(request.custom), inputs=_without_uid(self.resources[response.urn].state),
+                    dependencies=list(request.dependencies), protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
+                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace))
+                registrations.append(reg)
+                by_urn[reg.urn] = reg
+            return response
+
+        def RegisterResourceOutputs(self, request: Any) -> Any:
+            # Only fastpath's own components: deserializing a provider component's outputs (a kustomize
+            # Directory's `resources`, references to its children) rebuilds resources inside this monitor call
+            # and never returns.
+            if request.urn in by_urn and by_urn[request.urn].type.startswith("fastpath:"):
+                by_urn[request.urn].outputs = rpc.deserialize_properties(request.outputs) or {}
+            return super().RegisterResourceOutputs(request)
+
+    mocks = Mocks()
+    # A fresh root Stack per run: set_mocks keeps an existing one, which would name the previous stack.
+    set_root_resource(None)  # type: ignore[arg-type]  # annotated without None, which the SDK takes
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=Monitor(mocks))
+    pulumi.runtime.set_all_config(config, secrets)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        if program is None:
+            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        else:
+            program()
+        _sync_await(wait_for_rpcs())
+    except pulumi.RunError as err:
+        raise ProgramError(str(err), registered=len(registrations)) from None
+
+    def resolve(value: Any) -> Any:
+        # Await only real Outputs: Output.from_input on a large plain dict walks it at great cost.
+        if isinstance(value, pulumi.Output):
+            return _sync_await(value.future())
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [resolve(v) for v in value]
+        return value
+
+    root = get_root_resource()
+    assert isinstance(root, Stack)
+    outputs = {k: resolve(v) for k, v in root.outputs.items()}
+    return Run(stack, registrations, invokes, outputs, overlays)
