@@ -5,7 +5,7 @@ import pulumi
 from components import config, stack
 from components.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.platform import Platform, PlatformArgs
-from components.training_job import TrainingJob, TrainingJobArgs
+from components.training_job import TrainingJob, TrainingJobArgs, api_of
 
 try:
     # Everything is validated before the first resource is registered: a bad stack file registers nothing.
@@ -20,12 +20,16 @@ except Exception as err:  # noqa: BLE001 - a value nothing above expected: still
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 # Jobs wait for the whole platform (their queues come with Volcano, the checkpoint claim with storage),
 # and only the Training Operator's own objects (CRDs, webhook, a ready Deployment) say it can take a job.
+# A TrainJob (v2) instead waits for the runtimes it may name.
 jobs = [TrainingJob(spec.name, TrainingJobArgs(spec=spec, profile=platform.profile),
-                    pulumi.ResourceOptions(depends_on=platform.job_dependencies))
+                    pulumi.ResourceOptions(depends_on=platform.trainjob_dependencies
+                                           if api_of(spec, platform.profile) == "v2" else platform.job_dependencies))
         for spec in cfg.jobs]
 if cfg.platform.acceptance.enabled:
     acceptance = FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
-                                  pulumi.ResourceOptions(depends_on=platform.job_dependencies))
+                                  pulumi.ResourceOptions(depends_on=platform.trainjob_dependencies
+                                                         if cfg.platform.job_api == "v2"
+                                                         else platform.job_dependencies))
     pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile.to_data())
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

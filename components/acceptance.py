@@ -54,44 +54,71 @@ def nvlink_floor_gbps(acc: AcceptanceConfig, gpu_product: str) -> float | None:
     return next((floor for part, floor in NVLINK_FLOORS if part in gpu_product), None)
 
 
-def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE) -> JobSpec:
+def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profile: Profile | None = None) -> JobSpec:
+    """The acceptance job; on a v2-only cluster (`profile` serving v2 alone) a TrainJob through the MPI runtime,
+    whose nodes run trainer.mpiImage (a TrainJob's image reaches only the launcher) and whose restarts and cleanup
+    are the runtime's."""
+    command = [versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
+    if profile is not None and profile.job_apis == ("v2",) and profile.trainer and profile.trainer.mpi_image:
+        return JobSpec(name=JOB_NAME, framework="mpi", image=profile.trainer.mpi_image, nodes=nodes,
+                       debug_nccl=True, preflight=True, queue=queue, command=command)
     # max_restarts 0: a failed acceptance run is a verdict, not something to retry.
     return JobSpec(name=JOB_NAME, framework="mpi", image=acc.image, nodes=nodes, debug_nccl=True, preflight=True,
-                   ttl_seconds_after_finished=7 * 86400, max_restarts=0, queue=queue,
-                   command=[versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"])
+                   ttl_seconds_after_finished=7 * 86400, max_restarts=0, queue=queue, command=command)
+
+
+def hosts(r: training_job.Resolved, n: int) -> list[str]:
+    """The first `n` rank hosts of the job, as mpirun reaches them. v2: the launcher is itself a rank host and
+    comes first, then the `node` pods, by the JobSet's headless names (kubeflow/trainer@v2.3.0:pkg/runtime/
+    framework/plugins/mpi/mpi.go writes the hostfile in that order)."""
+    name = r.spec.name
+    if r.api == "v2":
+        return [f"{name}-launcher-0-0.{name}", *(f"{name}-node-0-{i}.{name}" for i in range(n - 1))][:n]
+    return [f"{name}-worker-{i}" for i in range(n)]
 
 
 def series_script(r: training_job.Resolved, counts: list[int]) -> str:
     """The launcher's series: each node count in turn on the first N workers, between marker lines; the job
-    fails if any run failed, after all ran."""
+    fails if any run failed, after all ran. On v2 a failed launcher would restart the whole gang (the runtime's
+    failure policy) and measure again: the series ends with its status on a marker line instead, and the
+    verdict is the check commands'."""
     base = training_job.mpirun_command(r)
     np_at = base.index("-np")
     lines = ["status=0"]
     for n in counts:
-        hosts = ",".join(f"{r.spec.name}-worker-{i}:{r.gpus}" for i in range(n))
+        hostlist = ",".join(f"{h}:{r.gpus}" for h in hosts(r, n))
         # A ring measures the network, not tree or NVLS tricks (with more than one node).
         ring = ["-x", "NCCL_ALGO=Ring"] if n > 1 else []
-        cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hosts, *ring, *base[np_at + 2:]]
+        cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *ring, *base[np_at + 2:]]
         lines += [f"echo '{MARKER} begin {n} nodes'", f"{shlex.join(cmd)} || status=1",
                   f"echo '{MARKER} end {n} nodes'"]
-    lines.append("exit $status")
+    if r.api == "v2":
+        lines += [f"echo '{MARKER} status '$status", "exit 0"]
+    else:
+        lines.append("exit $status")
     return "\n".join(lines) + "\n"
 
 
 def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
-    """The acceptance MPIJob and, per node count, what its section of the launcher log must show."""
+    """The acceptance job (an MPIJob, or on a v2-only cluster a TrainJob) and, per node count, what its section of
+    the launcher log must show."""
     fab = profile.fabric
     counts = node_counts(acc, profile.nodes.count)
     # The job's own queue is not one of the cluster's training queues: let the job name it.
     sched = profile.scheduler
     if sched.name:
         profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
-    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched.name else None), profile,
+    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile,
                              "fastpath:platform.acceptance")
     manifest = training_job.manifest(r)
-    launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    wait = launcher["command"][:4]  # sh -c LAUNCHER launcher: wait for every worker, then run "$@" (no retry)
-    launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
+    if r.api == "v2":
+        manifest["spec"]["trainer"]["command"] = ["sh", "-c", series_script(r, counts)]
+        logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
+    else:
+        launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        wait = launcher["command"][:4]  # sh -c LAUNCHER launcher: wait for every worker, then run "$@" (no retry)
+        launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
+        logs = f"kubectl logs {JOB_NAME}-launcher"
     runs: list[dict[str, Any]] = []
     for n in counts:
         ranks = n * r.gpus
@@ -106,8 +133,11 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             args += ["--min-busbw", f"{floor:g}"]
         if warn:
             args += ["--warn-busbw", f"{warn:g}"]
-        runs.append({"job": JOB_NAME, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
-                     "warnBusbwGbps": warn, "check": shlex.join(args)})
+        run = {"job": JOB_NAME, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
+               "warnBusbwGbps": warn, "check": shlex.join(args)}
+        if r.api == "v2":
+            run["logs"] = logs
+        runs.append(run)
     manifest["metadata"]["annotations"] = {CHECK_ANNOTATION: "; ".join(run["check"] for run in runs)}
     return manifest, runs
 

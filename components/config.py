@@ -164,6 +164,8 @@ class RailConfig(_Model):
     @field_validator("subnet", mode="before")
     @classmethod
     def _network_address(cls, v: object) -> object:
+        if v is None:  # unset, as to_config writes it back (rdma-only and hostnetwork InfiniBand rails)
+            return v
         try:
             ipaddress.IPv4Network(str(v), strict=True)
         except ValueError as err:
@@ -439,6 +441,9 @@ class VersionsConfig(_Model):
     """csi-driver-nfs chart version. Default pinned in components/versions.py."""
     training_operator: str = versions.TRAINING_OPERATOR_REF
     """Kubeflow Training Operator git ref of its standalone overlay. Default pinned in components/versions.py."""
+    trainer: str = versions.TRAINER_VERSION
+    """kubeflow-trainer chart version (Kubeflow Trainer v2 and its JobSet; jobApi v2 or both). Default pinned in
+    components/versions.py."""
 
 
 class ComponentsConfig(_Model):
@@ -446,8 +451,9 @@ class ComponentsConfig(_Model):
     """Install the NVIDIA GPU Operator. Default true."""
     network_operator: bool | None = None
     """Install the NVIDIA Network Operator and its NicClusterPolicy. Default: on for infiniband and roce."""
-    training_operator: bool = True
-    """Install the Kubeflow Training Operator (PyTorchJob, MPIJob v1, TFJob). Default true."""
+    training_operator: bool | None = None
+    """Install the Kubeflow Training Operator v1 (PyTorchJob, MPIJob v1, TFJob). Default: on unless jobApi is
+    `v2`."""
     volcano: bool = True
     """Install Volcano (gang scheduling, queues). Default true."""
     checkpoint_storage: bool = True
@@ -489,6 +495,39 @@ class AcceptanceConfig(_Model):
         return self
 
 
+JobApi = Literal["v1", "v2"]
+"""A job API: `v1` Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob), `v2` Kubeflow Trainer (TrainJob)."""
+
+
+class TrainerConfig(_Model):
+    """Kubeflow Trainer v2: the runtimes fastpath publishes (ClusterTrainingRuntimes) and what they decide for every
+    TrainJob that names them (a TrainJob cannot change its failure policy or cleanup)."""
+
+    image: Annotated[str, Field(min_length=1)] = versions.TRAINER_NODE_IMAGE
+    """Default image of the torch and plain runtimes, and the image their preflight init container runs in (a
+    TrainJob's `trainer.image` replaces the first only). Default pinned in components/versions.py."""
+    mpi_image: Annotated[str, Field(min_length=1)] | None = None
+    """Image of the MPI runtime's nodes. It must run sshd on port 2222 for the ssh user (the runtime starts
+    `/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`, as kubeflow/trainer@v2.3.0's deepspeed runtime image does)
+    and hold everything the ranks run: a TrainJob's image replaces only the launcher's, the other nodes' ranks run
+    in this one. Unset: no MPI runtime (mpi jobs and acceptance on v2 are refused)."""
+    max_restarts: Annotated[int, Field(ge=0, le=100)] = 3
+    """Gang restarts a run gets (JobSet failurePolicy.maxRestarts): any pod failure but a failed preflight
+    deletes every pod of the run and starts it again from its last checkpoint, this many times before the run
+    fails. Default 3."""
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] | None = 259200
+    """Seconds a finished run's JobSet (its pods and their logs) is kept; the TrainJob and its status stay until
+    deleted. Default 259200 (3 days); unset (null): kept until the TrainJob is deleted."""
+
+    @model_validator(mode="after")
+    def _images(self) -> TrainerConfig:
+        problems = [f"trainer.{key}: {p}" for key, image in (("image", self.image), ("mpiImage", self.mpi_image))
+                    if image is not None and (p := image_problem(image)) is not None]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class PlatformConfig(_Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
@@ -514,6 +553,13 @@ class PlatformConfig(_Model):
     """Which components to install."""
     acceptance: AcceptanceConfig = AcceptanceConfig()
     """The fabric acceptance job (off by default)."""
+    job_api: Literal["v1", "v2", "both"] = "v1"
+    """Which job API the cluster serves: `v1` (default) the Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob);
+    `v2` Kubeflow Trainer v2 only (TrainJobs naming the ClusterTrainingRuntimes fastpath publishes); `both` during a
+    migration (each job chooses with `api`, v1 by default)."""
+    trainer: TrainerConfig | None = None
+    """Kubeflow Trainer v2 settings (jobApi v2 or both): runtime images, gang restarts, cleanup. Default: the
+    defaults of each key."""
 
     @field_validator("monitoring", mode="before")
     @classmethod
@@ -564,13 +610,48 @@ class PlatformConfig(_Model):
                 (f"acceptance.scaling[{i}]", n) for i, n in enumerate(self.acceptance.scaling)]:
             if n is not None and n > self.nodes.count:
                 raise ValueError(f"{key} is {n} but the cluster has {self.nodes.count} nodes (nodes.count)")
-        if self.acceptance.enabled and not self.components.training_operator:
+        s = self.components.training_operator
+        if self.job_api == "v2" and s:
+            raise ValueError("components.trainingOperator is on but jobApi is 'v2' (Trainer v2 only): to serve v1 "
+                             "and v2 jobs during a migration use jobApi 'both'; else remove "
+                             "components.trainingOperator")
+        if self.job_api == "both" and s is False:
+            raise ValueError("jobApi 'both' runs v1 jobs on the Training Operator, but components.trainingOperator is "
+                             "false: remove components.trainingOperator, or use jobApi 'v2'")
+        if self.trainer is not None and self.job_api == "v1":
+            raise ValueError("trainer configures Kubeflow Trainer v2, which jobApi 'v1' (the default) does not "
+                             "install: set jobApi 'v2' or 'both', or remove trainer")
+        if self.acceptance.enabled and self.job_api == "v2":
+            if self.trainer_settings.mpi_image is None:
+                raise ValueError("acceptance.enabled on jobApi 'v2' runs nccl-tests through the MPI runtime, which "
+                                 "needs trainer.mpiImage: an image with nccl-tests built with MPI that runs sshd")
+            # (the default too passes: a platform round-trips through to_config, defaults included)
+            if self.acceptance.image not in (versions.NCCL_TESTS_IMAGE, self.trainer_settings.mpi_image):
+                raise ValueError(f"acceptance.image {self.acceptance.image!r} differs from trainer.mpiImage "
+                                 f"{self.trainer_settings.mpi_image!r}: on jobApi 'v2' the ranks run in the MPI "
+                                 "runtime's image; remove acceptance.image")
+        elif self.acceptance.enabled and not self.training_operator_enabled:
             raise ValueError("acceptance.enabled needs components.trainingOperator (the job is an MPIJob)")
         if self.components.network_operator and not self.fabric.kind_row.rails:
             raise ValueError(f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
                              f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
                              "remove components.networkOperator")
         return self
+
+    @property
+    def training_operator_enabled(self) -> bool:
+        flag = self.components.training_operator
+        return self.job_api != "v2" if flag is None else flag
+
+    @property
+    def trainer_settings(self) -> TrainerConfig:
+        """platform.trainer with its defaults (meaningful on jobApi v2 and both)."""
+        return self.trainer or TrainerConfig()
+
+    @property
+    def job_apis(self) -> tuple[JobApi, ...]:
+        """The job APIs this cluster serves, the default for a job that names none first."""
+        return {"v1": ("v1",), "v2": ("v2",), "both": ("v1", "v2")}[self.job_api]
 
     @property
     def network_operator_enabled(self) -> bool:
@@ -727,7 +808,11 @@ class JobSpec(_Model):
     `kubectl create configmap --from-file` would. For small scripts and configs (1 MiB in all); code that is
     not in the image."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] = 259200
-    """Seconds a finished job (and its logs) is kept. Default 259200 (3 days)."""
+    """Seconds a finished job (and its logs) is kept. Default 259200 (3 days). v1 only: a v2 run's cleanup is its
+    runtime's (fastpath:platform.trainer.ttlSecondsAfterFinished)."""
+    api: JobApi | None = None
+    """`v1` (PyTorchJob/MPIJob/TFJob) or `v2` (a TrainJob naming one of the platform's runtimes). Only on clusters
+    with jobApi `both`, where the default is v1; elsewhere the cluster's API."""
 
     @field_validator("env", "env_overrides", mode="before")
     @classmethod

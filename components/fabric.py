@@ -182,15 +182,18 @@ def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dic
     return env
 
 
-def networks_annotation(namespace: str, used: list[Rail]) -> str:
+def networks_annotation(namespace: str | None, used: list[Rail]) -> str:
+    """Multus' network selection. Without a namespace each network is looked up in the pod's own namespace (a
+    cluster-wide pod template, such as a Trainer v2 ClusterTrainingRuntime, serves every training namespace, and
+    each holds its own attachments)."""
     return json.dumps(
-        [{"name": r.network, "namespace": namespace, "interface": r.pod_interface(i)} for i, r in enumerate(used)
-         if r.network is not None],
+        [{"name": r.network, **({"namespace": namespace} if namespace else {}), "interface": r.pod_interface(i)}
+         for i, r in enumerate(used) if r.network is not None],
         separators=(",", ":"),
     )
 
 
-def pod_wiring(fabric: FabricConfig, namespace: str, gpus: int, gpus_per_node: int,
+def pod_wiring(fabric: FabricConfig, namespace: str | None, gpus: int, gpus_per_node: int,
                debug: bool = False) -> PodWiring:
     # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
     # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect

@@ -141,10 +141,12 @@ def plus(deps: Any, *more: Any) -> Any:
     return [*deps, *more]
 
 
-def helm_release(name: str, chart: str, repo: str, version: str, namespace: str, values: dict, opts: Any) -> Any:
+def helm_release(name: str, chart: str, repo: str | None, version: str, namespace: str, values: dict,
+                 opts: Any) -> Any:
     """A real Helm release (helm.v3.Release, not helm.v3/v4 Chart): the operator charts rely on Helm hooks (CRD
     upgrades, webhook certificates, admission secrets) that only a real release runs. The namespace is created
-    by the component with deliberate Pod Security labels, never by Helm."""
+    by the component with deliberate Pod Security labels, never by Helm. `repo` None: `chart` is a full
+    reference (`oci://registry/path/chart`)."""
     import pulumi_kubernetes as k8s
 
     return k8s.helm.v3.Release(
@@ -152,7 +154,7 @@ def helm_release(name: str, chart: str, repo: str, version: str, namespace: str,
         name=name,
         chart=chart,
         version=version,
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
         namespace=namespace,
         create_namespace=False,
         values=values,

@@ -16,6 +16,7 @@ from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.networks import SecondaryNetworks, SecondaryNetworksArgs
 from components.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
 from components.sriov import SriovNetworks, SriovNetworksArgs
+from components.trainer import Trainer, TrainerArgs
 from components.training_operator import TrainingOperator, TrainingOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
 
@@ -53,7 +54,8 @@ class PlatformArgs:
 class Platform(pulumi.ComponentResource):
     """One cluster's training platform: training namespaces, GPU Operator, Network Operator with its
     NicClusterPolicy and NV-IPAM pools, SR-IOV or Multus secondary networks per rail, Volcano, the Training
-    Operator and checkpoint storage, each as enabled in `fastpath:platform.components`.
+    Operator, checkpoint storage, each as enabled in `fastpath:platform.components`, and Kubeflow Trainer v2 with
+    its runtimes as `fastpath:platform.jobApi` says.
 
     Needs: a validated PlatformConfig (components.stack.parse or from_pulumi).
     Output: `profile` (components/profile.py), also exported by __main__.py.
@@ -91,7 +93,7 @@ class Platform(pulumi.ComponentResource):
                     assert_never(other)
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
         self.training_operator = None
-        if p.components.training_operator:
+        if p.training_operator_enabled:
             # With the gang flag the operator exits while the PodGroup CRD (Volcano's release) is missing.
             self.training_operator = TrainingOperator("training-operator", TrainingOperatorArgs(
                 p, after=[self.volcano.release] if self.volcano else []), child)
@@ -103,6 +105,11 @@ class Platform(pulumi.ComponentResource):
             after = [self.network_operator.policy] if self.network_operator and nfs and nfs.rdma and doca else []
             CheckpointStorage("checkpoints", CheckpointStorageArgs(p, namespaces=self.namespaces, after=after), child)
         self.profile = profile(p)
+        self.trainer = None
+        if self.profile.trainer is not None:
+            # The trainer's volcano plugin watches PodGroups only if their CRD exists when it starts.
+            self.trainer = Trainer("trainer", TrainerArgs(p, self.profile, after=[self.volcano.release]
+                                                          if self.volcano else []), child)
         # What a job waits for: this platform and every object of the Training Operator's overlay (its CRDs, its
         # admission webhook, its Deployment until ready). The overlay's objects exist only once the provider built
         # it, so depends_on=[platform] alone would not include them; this Output does.
@@ -110,4 +117,8 @@ class Platform(pulumi.ComponentResource):
             self.job_dependencies = self.training_operator.ready.apply(lambda rs: [self, *rs])
         else:
             self.job_dependencies = pulumi.Output.from_input([self])
+        # A TrainJob waits for the runtimes it may name (the trainer's webhook refuses it before its runtime
+        # exists) and, through the platform, for the Volcano PriorityClasses and queues the runtimes name.
+        self.trainjob_dependencies = (pulumi.Output.from_input([self, self.trainer.release, *self.trainer.runtimes])
+                                      if self.trainer is not None else self.job_dependencies)
         self.register_outputs({"profile": self.profile.to_data()})

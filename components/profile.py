@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import fabric, kinds
-from components.config import CHECKPOINT_ROOT, FabricConfig, NodesConfig, PlatformConfig
+from components.config import CHECKPOINT_ROOT, FabricConfig, JobApi, NodesConfig, PlatformConfig
 from components.fabric import Rail
 
 SCHEDULER_NAME = "volcano"
@@ -76,6 +76,36 @@ class PreflightProfile:
     key: str
 
 
+# Kubeflow Trainer v2 runtimes: one ClusterTrainingRuntime per framework and priority tier. A TrainJob cannot set
+# its pods' priorityClassName (runtimePatches have no such field: kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/
+# trainjob_types.go PodSpecPatch) and Volcano reads the PodGroup's priority from the pod templates, so the tier is
+# in the runtime's name: `fastpath-torch` (the default tier), `fastpath-torch-critical`, `fastpath-mpi-preemptible`.
+RUNTIME_PREFIX = "fastpath"
+RUNTIME_FRAMEWORKS = ("torch", "mpi", "plain")
+
+
+def runtime_name(framework: str, tier: str | None) -> str:
+    """The ClusterTrainingRuntime a TrainJob names for `framework` in priority tier `tier` (None: no Volcano,
+    one runtime per framework)."""
+    if tier is None or tier == DEFAULT_PRIORITY_CLASS:
+        return f"{RUNTIME_PREFIX}-{framework}"
+    return f"{RUNTIME_PREFIX}-{framework}-{tier.removeprefix('training-')}"
+
+
+@dataclass(frozen=True)
+class TrainerProfile:
+    """What the published Trainer v2 runtimes decide for every TrainJob naming them."""
+
+    image: str
+    mpi_image: str | None  # None: no MPI runtime
+    max_restarts: int
+    ttl_seconds_after_finished: int | None
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        return tuple(f for f in RUNTIME_FRAMEWORKS if f != "mpi" or self.mpi_image)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Everything a TrainingJob needs to wire a pod for one cluster. Frozen and typed; `to_data()` is the plain
@@ -89,6 +119,17 @@ class Profile:
     scheduler: SchedulerProfile
     checkpoints: CheckpointProfile | None
     preflight: PreflightProfile | None
+    job_apis: tuple[JobApi, ...] = ("v1",)
+    """The job APIs the cluster serves; a job that names none gets the first."""
+    trainer: TrainerProfile | None = None
+    """Trainer v2's published runtimes (when job_apis has v2)."""
+
+    def runtimes(self) -> list[tuple[str, str, str | None]]:
+        """(name, framework, priority class) of every runtime the cluster publishes, in a stable order."""
+        if self.trainer is None:
+            return []
+        tiers: tuple[str | None, ...] = self.scheduler.priority_classes if self.scheduler.name else (None,)
+        return [(runtime_name(fw, tier), fw, tier) for fw in self.trainer.frameworks for tier in tiers]
 
     @property
     def transport(self) -> kinds.Transport:
@@ -130,7 +171,7 @@ class Profile:
         """A profile from its exported form (another stack's output; numbers may arrive as floats). The fabric
         and nodes are validated again: they crossed a process boundary."""
         d = normalize(data)
-        s, cp, pf = d["scheduler"], d.get("checkpoints"), d.get("preflight")
+        s, cp, pf, tr = d["scheduler"], d.get("checkpoints"), d.get("preflight"), d.get("trainer")
         return cls(
             cluster=d["cluster"],
             namespaces=tuple(d["namespaces"]),
@@ -143,6 +184,10 @@ class Profile:
                 default_priority_class=s["defaultPriorityClass"]),
             checkpoints=CheckpointProfile(cp["claim"], cp["mountRoot"]) if cp else None,
             preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
+            # Profiles exported before Trainer v2 existed name no job API: they served v1 only.
+            job_apis=tuple(d.get("jobApis") or ("v1",)),
+            trainer=(TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"],
+                                    tr.get("ttlSecondsAfterFinished")) if tr else None),
         )
 
 
@@ -164,6 +209,9 @@ def profile(platform: PlatformConfig) -> Profile:
                      if platform.components.checkpoint_storage else None),
         # The preflight script ships as a ConfigMap in each training namespace on RDMA fabrics.
         preflight=(PreflightProfile(PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY) if platform.fabric.kind_row.rdma else None),
+        job_apis=platform.job_apis,
+        trainer=(TrainerProfile(t.image, t.mpi_image, t.max_restarts, t.ttl_seconds_after_finished)
+                 if "v2" in platform.job_apis and (t := platform.trainer_settings) else None),
     )
 
 

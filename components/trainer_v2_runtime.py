@@ -38,6 +38,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from components.fabric import NETWORKS_ANNOTATION, PLATFORM_OWNED, PodWiring
 
@@ -100,6 +101,8 @@ class NodeShape:
     ssh_mount_path: str = "/home/mpiuser/.ssh"
     sshd_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config")
     launcher_extra_env: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations beside the fabric's (fastpath.dev/primary-interface when the pod's primary is not eth0)."""
 
 
 # ------------------------------------------------------------------------------------------- runtimes
@@ -186,9 +189,15 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
     if shape.priority_class:
         spec["priorityClassName"] = shape.priority_class
+    if shape.wiring.host_network:
+        # On the node's network a pod resolves names with the node's DNS unless told otherwise, and the JobSet's
+        # headless names (`<job>-node-0-0.<job>`, the torch master, the MPI hostfile) would not resolve
+        # (kubernetes/kubernetes pkg/kubelet/network/dns/dns.go getPodDNSType).
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     metadata: dict = {"labels": {ROLE_LABEL: role}}
-    if shape.wiring.annotations:
-        metadata["annotations"] = dict(shape.wiring.annotations)
+    if notes := {**shape.wiring.annotations, **shape.pod_annotations}:
+        metadata["annotations"] = notes
     return {"metadata": metadata, "spec": spec}
 
 
@@ -249,7 +258,13 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
                                            launcher_job]
     else:
         spec["mlPolicy"] = {"numNodes": 1, **({"torch": {}} if framework == "torch" else {})}
-        template_spec["replicatedJobs"] = [{"name": NODE, "template": _job(_pod(node, _node_container(node), NODE),
+        trainer_node = _node_container(node)
+        if framework == "torch" and node.wiring.host_network:
+            # torchrun publishes its agent's address as its FQDN unless told (--local-addr, read from
+            # PET_LOCAL_ADDR); on the host network that is the node's name, which pods need not resolve.
+            trainer_node["env"].append({"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {
+                "fieldPath": "status.podIP"}}})
+        template_spec["replicatedJobs"] = [{"name": NODE, "template": _job(_pod(node, trainer_node, NODE),
                                                                            node, TRAINER)}]
     if node.scheduler == "volcano":
         spec["podGroupPolicy"] = {"volcano": {}}
@@ -312,7 +327,7 @@ MERGE_KEYS = {"replicatedJobs": "name", "dependsOn": "name", "containers": "name
 RETAIN_KEYS = {"volumes"}  # patchStrategy merge,retainKeys: a volume's source is the patch's
 
 
-def strategic_merge(original, patch, key: str | None = None):
+def strategic_merge(original: Any, patch: Any, key: str | None = None) -> Any:
     """Kubernetes strategic merge patch, as far as runtime patches go (no `$patch` directives; the API server
     prunes nulls from a TrainJob, so none arrive)."""
     if isinstance(patch, dict) and isinstance(original, dict):
@@ -322,17 +337,17 @@ def strategic_merge(original, patch, key: str | None = None):
         return out
     if isinstance(patch, list) and isinstance(original, list) and key in MERGE_KEYS:
         mk = MERGE_KEYS[key]
-        out = [copy.deepcopy(o) for o in original]
+        items = [copy.deepcopy(o) for o in original]
         for item in patch:
-            at = next((i for i, o in enumerate(out) if o.get(mk) == item.get(mk)), None)
+            at = next((i for i, o in enumerate(items) if o.get(mk) == item.get(mk)), None)
             if at is None:
-                out.append(copy.deepcopy(item))
+                items.append(copy.deepcopy(item))
             else:
-                merged = strategic_merge(out[at], item)
+                merged = strategic_merge(items[at], item)
                 if key in RETAIN_KEYS:
                     merged = {k: v for k, v in merged.items() if k in item}
-                out[at] = merged
-        return out
+                items[at] = merged
+        return items
     return copy.deepcopy(patch)
 
 
@@ -347,11 +362,12 @@ def upsert(items: list[dict], new: list[dict], key: str = "name") -> None:
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
-_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_SUFFIX: dict[str, int | Fraction] = {
+    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 
 
-def quantity(value) -> Fraction:
+def quantity(value: object) -> Fraction:
     """A Kubernetes quantity as an exact number (`64Gi`, `500m`, 8)."""
     m = _QUANTITY.match(str(value))
     if not m or m.group(2) not in _SUFFIX:
@@ -457,7 +473,7 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
         counts[rjob["name"]] = max(count, 1)
     trainer_job = next((r for r in rjobs if _ancestor(r) == TRAINER), None)
     trainer_spec = trainer_job["template"]["spec"]["template"]["spec"] if trainer_job else None
-    trainer_node = (_containers(trainer_spec, NODE) or [None])[0] if trainer_spec else None
+    trainer_node = next(iter(_containers(trainer_spec, NODE)), None) if trainer_spec else None
     job_env = trainer.get("env") or []
 
     def runtime_resources() -> dict:
@@ -508,7 +524,7 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
         res = runtime_resources()
         if nproc == "auto" and _gpus(res) == 0:
             nproc = str(max(1, _cpus(res)))
-        if trainer_node is not None:
+        if trainer_job is not None and trainer_node is not None:  # the node container sits in the trainer job
             upsert(trainer_node.setdefault("env", []), job_env)
             upsert(trainer_node["env"], [
                 {"name": "PET_NNODES", "value": str(counts[trainer_job["name"]])},
@@ -542,8 +558,8 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
             md["annotations"] = {**(md.get("annotations") or {}), GROUP_ANNOTATION: name}
         total: dict[str, Fraction] = {}
         for rjob in rjobs:
-            for res, q in _pod_requests(rjob["template"]["spec"]["template"]["spec"]).items():
-                total[res] = total.get(res, Fraction(0)) + q * counts[rjob["name"]]
+            for resource, q in _pod_requests(rjob["template"]["spec"]["template"]["spec"]).items():
+                total[resource] = total.get(resource, Fraction(0)) + q * counts[rjob["name"]]
         pod_group = {"minMember": sum(counts.values()),
                      "minResources": {k: _format(v, k) for k, v in sorted(total.items())}}
         if QUEUE_ANNOTATION in annotations:

@@ -40,9 +40,10 @@ from pathlib import Path
 
 import pulumi
 
-from components import fabric, k8s, nccl
-from components.config import ConfigError, JobSpec, tcp_on_rdma
-from components.profile import PreflightProfile, Profile
+from components import fabric, k8s, nccl, trainer_v2_runtime
+from components.config import ConfigError, JobApi, JobSpec, tcp_on_rdma
+from components.profile import PreflightProfile, Profile, runtime_name
+from components.trainer_v2_runtime import NodeShape
 
 SHM_GIB_PER_GPU = 16
 DEFAULT_MAX_RESTARTS = 3
@@ -80,6 +81,7 @@ class Resolved:
     env: dict[str, str] = field(default_factory=dict)
     overridden: tuple[str, ...] = ()
     checkpoint_dir: str | None = None
+    api: JobApi = "v1"
 
     @property
     def replicas(self) -> int:
@@ -197,9 +199,69 @@ def cluster_problems(job: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+def api_of(spec: JobSpec, profile: Profile) -> JobApi:
+    """The job API `spec` runs on: its own choice on a cluster serving both, else the cluster's first."""
+    return spec.api if spec.api in profile.job_apis else profile.job_apis[0]
+
+
+def api_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
+    """What a job may not ask of the job API it runs on."""
+    apis = profile.job_apis
+    if spec.api is not None and len(apis) == 1:
+        return [("api", f"this cluster serves only {apis[0]} (fastpath:platform.jobApi); a job chooses its API only "
+                        "on a cluster with jobApi 'both': remove api")]
+    if api_of(spec, profile) != "v2":
+        return []
+    out: list[tuple[str, str]] = []
+    fixed = profile.trainer
+    assert fixed is not None, "a cluster serving v2 has a trainer profile"
+    why_v1 = " (or api v1 on a jobApi 'both' cluster)" if "v1" in apis else ""
+    if spec.framework == "tensorflow":
+        out.append(("framework", "Trainer v2 has no TensorFlow runtime (kubeflow/trainer@v2.3.0 runs torch, MPI, "
+                                 "JAX, MLX and XGBoost; TFJob is v1 only): use framework pytorch or mpi" + why_v1))
+    if spec.elastic is not None:
+        out.append(("elastic", "Trainer v2.3.0 has no elastic PyTorch (the torch plugin sets a static rendezvous; "
+                               "numNodes is one number): set nodes" + why_v1))
+    if spec.gpus_per_node is not None and spec.gpus_per_node < profile.gpu.per_node:
+        out.append(("gpusPerNode", f"v2 runtimes are whole nodes: their preflight checks all {profile.gpu.per_node} "
+                                   "GPUs and their /dev/shm is sized for them, and a TrainJob can change neither; "
+                                   "remove gpusPerNode" + why_v1))
+    if spec.shm_gib is not None:
+        out.append(("shmGiB", "on v2 /dev/shm is the runtime's (a TrainJob that replaced the volume would lose its "
+                              "memory medium): remove shmGiB"))
+    if spec.max_restarts is not None:
+        out.append(("maxRestarts", "a v2 run's restarts are its runtime's JobSet failure policy, which a TrainJob "
+                                   "cannot change: remove maxRestarts (fastpath:platform.trainer.maxRestarts sets "
+                                   "it for every run)"))
+    if "ttl_seconds_after_finished" in spec.model_fields_set:
+        out.append(("ttlSecondsAfterFinished", "a v2 run's cleanup is its runtime's, which a TrainJob cannot change: "
+                                               "remove it (fastpath:platform.trainer.ttlSecondsAfterFinished)"))
+    if not spec.preflight:
+        out.append(("preflight", "the v2 runtime's preflight is an init container a TrainJob cannot remove: remove "
+                                 "preflight: false"))
+    if spec.framework == "mpi":
+        if fixed.mpi_image is None:
+            out.append(("framework", "this cluster publishes no MPI runtime (fastpath:platform.trainer.mpiImage is "
+                                     "not set)" + (": use api v1" if "v1" in apis else "")))
+        elif spec.image != fixed.mpi_image:
+            out.append(("image", f"the MPI runtime's node pods run {fixed.mpi_image} (fastpath:platform.trainer."
+                                 "mpiImage) and a TrainJob's image replaces only the launcher's, so ranks would "
+                                 f"run in two images: set image to {fixed.mpi_image}" + why_v1))
+        if spec.nodes == 1:
+            out.append(("nodes", "an MPI run of one node still gets a second GPU pod on v2 (the launcher is a rank "
+                                 "host and the MPI plugin makes at least one node pod): use framework pytorch, or "
+                                 "nodes 2 or more"))
+    if spec.memory_gib is not None:
+        _, _, shm, _ = sizing(spec.model_copy(update={"memory_gib": None}), profile)
+        if spec.memory_gib <= shm:
+            out.append(("memoryGiB", f"{spec.memory_gib} GiB is not above the runtime's /dev/shm of {shm} GiB (tmpfs "
+                                     "pages count against the memory limit: OOM kill); raise memoryGiB or remove it"))
+    return out
+
+
 def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
-    found = cluster_problems(spec, profile) + command_problems(spec)
+    found = cluster_problems(spec, profile) + command_problems(spec) + api_problems(spec, profile)
     fab = profile.fabric
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:
@@ -207,7 +269,7 @@ def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     if (ifname := spec.env_overrides.get("NCCL_SOCKET_IFNAME")) is not None:
         if (p := nccl.socket_ifname_problem(ifname, fab.pod_interfaces)) is not None:
             found.append(("envOverrides", p))
-    if spec.max_restarts is not None and spec.framework == "tensorflow":
+    if spec.max_restarts is not None and spec.framework == "tensorflow" and api_of(spec, profile) == "v1":
         found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
                                      "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
     per_node = profile.gpu.per_node
@@ -233,9 +295,18 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     namespace = spec.namespace or profile.namespaces[0]
     sched = profile.scheduler
     wiring = fabric.pod_wiring(profile.fabric, namespace, gpus, profile.gpu.per_node, debug=spec.debug_nccl)
+    api = api_of(spec, profile)
     env = dict(wiring.env)
     env.update(spec.env_overrides)
     env.update(spec.env)
+    if api == "v2":
+        # The runtime holds the fabric, the checkpoint mount (a directory per TrainJob) and the rendezvous.
+        return Resolved(
+            spec=spec, profile=profile, namespace=namespace, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
+            queue=(spec.queue or sched.default_queue) if sched.name else None,
+            priority_class=(spec.priority_class or sched.default_priority_class) if sched.name else None,
+            scheduler=sched.name, wiring=wiring, env=env, overridden=tuple(spec.env_overrides),
+            checkpoint_dir=profile.checkpoints.mount_root if profile.checkpoints else None, api="v2")
     if spec.framework == "pytorch":
         # torch >= 2.4 lets the rank-0 agent's store double as the workers' store; a replacement agent then never
         # rejoins (it waits for a MASTER_ADDR nobody re-publishes: pytorch/pytorch#135712). Each group gets its
@@ -346,7 +417,11 @@ def host_network(pod: dict) -> None:
 def primary_interface_annotation(r: Resolved) -> dict[str, str]:
     """A pod whose primary interface is not eth0 (fabric.podInterface) says so, so the policy pack judges
     NCCL_SOCKET_IFNAME against the interfaces the pod has."""
-    iface = r.profile.fabric.pod_interface
+    return _primary_interface(r.profile)
+
+
+def _primary_interface(profile: Profile) -> dict[str, str]:
+    iface = profile.fabric.pod_interface
     return {} if iface == "eth0" else {nccl.PRIMARY_INTERFACE_ANNOTATION: iface}
 
 
@@ -360,19 +435,23 @@ def preflight_script(r: Resolved) -> str:
 
 def preflight_env(r: Resolved) -> dict[str, str]:
     """What components/preflight.sh checks this pod for."""
-    fab = r.profile.fabric
-    rdma_devices = sum(r.wiring.resources.values())
-    hcas = " ".join(fabric.visible_hcas(fab, list(r.wiring.rails)))
-    env = {"PREFLIGHT_GPUS": str(r.gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
+    return pod_preflight_env(r.profile, r.wiring, r.gpus, r.shm_gib)
+
+
+def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm_gib: int) -> dict[str, str]:
+    fab = profile.fabric
+    rdma_devices = sum(wiring.resources.values())
+    hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails)))
+    env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
     if hcas and (layer := fab.kind_row.link_layer) is not None:
         env["PREFLIGHT_LINK_LAYER"] = layer
-    env.update({"PREFLIGHT_INTERFACES": " ".join(r.wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(r.shm_gib * 2**30)})
-    if r.wiring.host_network:
+    env.update({"PREFLIGHT_INTERFACES": " ".join(wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(shm_gib * 2**30)})
+    if wiring.host_network:
         env["PREFLIGHT_BOOTSTRAP"] = fab.pod_interface
-    if fab.kind == "roce" and hcas and r.wiring.interfaces:
+    if fab.kind == "roce" and hcas and wiring.interfaces:
         # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
         env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
-                                              for iface, rail in zip(r.wiring.interfaces, r.wiring.rails, strict=True))
+                                              for iface, rail in zip(wiring.interfaces, wiring.rails, strict=True))
     return env
 
 
@@ -567,6 +646,9 @@ def mpirun_command(r: Resolved) -> list[str]:
     iface = r.profile.fabric.pod_interface
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(r.replicas * r.gpus), "-bind-to", "none", "-map-by", "slot",
            "-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
+    if r.api == "v2":
+        # The trainer's hostfile, by name: Open MPI 5 does not read the ORTE variable the MPI plugin sets.
+        cmd[1:1] = ["--hostfile", trainer_v2_runtime.MPI_HOSTFILE]
     for name in [*r.env, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
         cmd += ["-x", name]
     return [*cmd, *r.spec.command]
@@ -700,15 +782,184 @@ def files_configmap(r: Resolved) -> dict | None:
             "immutable": True, "data": files_data(r.spec)}
 
 
+# ------------------------------------------------------------------------------------------- Trainer v2
+#
+# A v2 job is a TrainJob naming one of the ClusterTrainingRuntimes the platform publishes (components/trainer.py),
+# chosen by framework and priority tier (components/profile.py runtime_name): the runtime holds the fabric wiring,
+# sizing, preflight, checkpoint claim, placement, gang scheduling and failure policy for a whole node; the
+# TrainJob holds only what the controller lets it set (../notes/trainer-v2.md a): image, command, node count, its
+# own env, and through runtime patches its queue and the volumes of its files and datasets.
+
+V2_FRAMEWORK = {"pytorch": "torch", "mpi": "mpi"}  # tensorflow has no v2 runtime (api_problems)
+RUNTIME_COMPONENT = "trainer"
+
+
+def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
+    """A whole node of this cluster as a runtime's pods see it: every GPU on every rail, sized as a whole-node v1
+    job, with the preflight, checkpoint claim, placement, gang scheduler and the platform's failure policy."""
+    trainer = profile.trainer
+    assert trainer is not None, "runtimes are built for clusters serving v2"
+    image = trainer.mpi_image if framework == "mpi" else trainer.image
+    assert image is not None, "no MPI runtime without trainer.mpiImage (TrainerProfile.frameworks)"
+    gpus, memory, shm, cpus = sizing(JobSpec(name="runtime", image=image, command=["true"], nodes=1), profile)
+    # No namespace in the Multus annotation: one cluster-wide runtime serves every training namespace, each with
+    # its own network attachments.
+    wiring = fabric.pod_wiring(profile.fabric, None, gpus, profile.gpu.per_node)
+    sched, cp, pf = profile.scheduler, profile.checkpoints, profile.preflight
+    return NodeShape(
+        wiring=wiring, image=image, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
+        gpu_product=profile.gpu.product, gpu_taint_key=profile.gpu.taint_key, scheduler=sched.name,
+        queue=sched.default_queue if sched.name else None, priority_class=tier if sched.name else None,
+        topology_key=profile.nodes.topology_key,
+        checkpoint_claim=cp.claim if cp else None, checkpoint_mount=cp.mount_root if cp else "/checkpoints",
+        preflight_config_map=pf.config_map if pf else None, preflight_key=pf.key if pf else "preflight.sh",
+        preflight_env=pod_preflight_env(profile, wiring, gpus, shm),
+        max_restarts=trainer.max_restarts, ttl_seconds_after_finished=trainer.ttl_seconds_after_finished,
+        pod_annotations=_primary_interface(profile))
+
+
+def runtime(profile: Profile, framework: str, tier: str | None) -> dict:
+    """The ClusterTrainingRuntime `runtime_name(framework, tier)` of this cluster."""
+    return trainer_v2_runtime.cluster_training_runtime(
+        runtime_name(framework, tier), framework, node_shape(profile, framework, tier),
+        labels=k8s.labels(profile.cluster, RUNTIME_COMPONENT))
+
+
+def runtime_of(r: Resolved) -> str:
+    return runtime_name(V2_FRAMEWORK[r.spec.framework], r.priority_class)
+
+
+def _trainer_env(r: Resolved) -> list[dict]:
+    """What the TrainJob adds to the runtime's env: the job's own variables and deliberate overrides (NCCL_DEBUG
+    with debugNccl included), merged by name into the `node` container; secrets by reference."""
+    base = fabric.pod_wiring(r.profile.fabric, None, r.gpus, r.profile.gpu.per_node).env
+    env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items()
+                       if base.get(k) != v and k != "CHECKPOINT_DIR"]
+    env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+            for k, s in r.spec.secret_env.items()]
+    return env
+
+
+def _volume_patch(r: Resolved) -> dict | None:
+    """The job's files and datasets as a runtime patch (volumes and the `node` container's mounts, the fields a
+    TrainJob may patch) on every replicated job whose pods run ranks."""
+    spec = r.spec
+    volumes: list[dict] = []
+    mounts: list[dict] = []
+    if spec.files:
+        volumes.append({"name": "files", "configMap": {"name": files_configmap_name(spec)}})
+        mounts.append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
+    for i, d in enumerate(spec.datasets):
+        volumes.append({"name": f"dataset-{i}", "persistentVolumeClaim": {"claimName": d.claim, "readOnly": True}})
+        mounts.append({"name": f"dataset-{i}", "mountPath": d.mount_path, "readOnly": True})
+    if not volumes:
+        return None
+    names = [trainer_v2_runtime.NODE] + ([trainer_v2_runtime.LAUNCHER] if spec.framework == "mpi" else [])
+    pod = {"volumes": volumes, "containers": [{"name": trainer_v2_runtime.NODE, "volumeMounts": mounts}]}
+    return {"replicatedJobs": [{"name": n, "template": {"spec": {"template": {"spec": pod}}}} for n in names]}
+
+
+def train_job(r: Resolved) -> dict:
+    """The TrainJob of a v2 job: its runtime by framework and tier, torchrun or mpirun as the command, the node
+    count, the job's env, and the queue, files and datasets as fastpath's runtime patch. Memory and CPU overrides go
+    in resourcesPerNode with the GPU count repeated, requests = limits: the torch plugin counts GPUs in a TrainJob's
+    resourcesPerNode alone (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go), and a per-key
+    merge of a lone limit would leave requests and limits apart."""
+    spec = r.spec
+    resources = None
+    if spec.memory_gib is not None or spec.cpus is not None:
+        part = {trainer_v2_runtime.GPU_RESOURCE: r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
+        resources = {"limits": part, "requests": dict(part)}
+    queue = r.queue if r.queue != r.profile.scheduler.default_queue else None
+    command = torchrun_command(spec.command) if spec.framework == "pytorch" else mpirun_command(r)
+    job = trainer_v2_runtime.train_job(
+        spec.name, runtime_of(r), image=spec.image, command=command, num_nodes=spec.nodes,
+        namespace=r.namespace, num_proc_per_node=r.gpus if spec.framework == "pytorch" else None,
+        resources_per_node=resources, queue=queue, labels=_meta(r)["labels"])
+    if env := _trainer_env(r):
+        job["spec"]["trainer"]["env"] = env
+    if patch := _volume_patch(r):
+        patches = job["spec"].setdefault("runtimePatches", [{"manager": trainer_v2_runtime.PATCH_MANAGER,
+                                                             "trainingRuntimeSpec": {"template": {}}}])
+        patches[0]["trainingRuntimeSpec"]["template"]["spec"] = patch
+    return job
+
+
+def job_runtime(r: Resolved) -> dict:
+    return runtime(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class)
+
+
+def _v2_contract(r: Resolved) -> dict:
+    """The contract of a TrainJob read off its effective pod: the runtime merged with the job as the v2.3.0
+    controller merges them (trainer_v2_runtime.effective_pod), so what the TrainJob changed shows."""
+    job, rt = train_job(r), job_runtime(r)
+    derived = trainer_v2_runtime.effective_jobset(job, rt)
+    pod = trainer_v2_runtime.effective_pod(job, rt)
+    node = next(c for c in pod["spec"]["containers"] if c["name"] == trainer_v2_runtime.NODE)
+    limits = node["resources"]["limits"]
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
+    nets = json.loads((pod["metadata"].get("annotations") or {}).get(fabric.NETWORKS_ANNOTATION) or "[]")
+    group = derived["podGroup"] or {}
+    env = {}
+    for e in node.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            ref = e["valueFrom"]
+            env[e["name"]] = (f"(secret {ref['secretKeyRef']['name']}/{ref['secretKeyRef']['key']})"
+                              if "secretKeyRef" in ref else f"(field {ref['fieldRef']['fieldPath']})")
+    fab = r.profile.fabric
+    return {
+        "job": r.spec.name,
+        "namespace": r.namespace,
+        "kind": "TrainJob",
+        "runtime": rt["metadata"]["name"],
+        "replicas": f"{r.spec.nodes} x {_gpu_count(limits)} GPUs",
+        "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
+        "transport": r.wiring.transport,
+        "networks": [n["name"] for n in nets],
+        "rdmaResources": {k: v for k, v in limits.items() if k not in trainer_v2_runtime.CORE_RESOURCES},
+        "capabilities": list((node.get("securityContext") or {}).get("capabilities", {}).get("add") or []),
+        "shm": f"{shm} of {limits['memory']} memory limit",
+        "env": env,
+        "envOverrides": [k for k in r.overridden],
+        "secretEnv": sorted(r.spec.secret_env),
+        "queue": group.get("queue"),
+        "priorityClass": group.get("priorityClassName"),
+        "minAvailable": group.get("minMember"),
+        "faults": fault_summary(r),
+        "checkpointDir": f"{r.checkpoint_dir} (the claim's {r.spec.name}/)" if r.checkpoint_dir else None,
+        "runtimeOverrides": trainer_v2_runtime.override_problems(job, rt),
+    }
+
+
+def _gpu_count(limits: dict) -> int:
+    return int(limits.get(trainer_v2_runtime.GPU_RESOURCE, 0))
+
+
+def v2_fault_summary(r: Resolved) -> str:
+    t = r.profile.trainer
+    assert t is not None
+    kept = (f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s" if t.ttl_seconds_after_finished
+            is not None else "the JobSet kept until the TrainJob is deleted")
+    return (f"any pod failure restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up to "
+            f"{t.max_restarts} times; a failed preflight fails the run; when it ends its active pods are deleted, "
+            f"{kept}")
+
+
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
 
 
 def manifest(r: Resolved) -> dict:
+    if r.api == "v2":
+        return train_job(r)
     return BUILDERS[r.spec.framework](r)
 
 
 def contract(r: Resolved) -> dict:
     """The effective contract of a job, for review: a change of fabric shows up as a diff of this."""
+    if r.api == "v2":
+        return _v2_contract(r)
     fab = r.profile.fabric
     size = (f"{r.spec.nodes}" if r.spec.elastic is None
             else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)")
@@ -736,6 +987,8 @@ def contract(r: Resolved) -> dict:
 
 def fault_summary(r: Resolved) -> str:
     """What a fault does to this job, in one line, for the contract."""
+    if r.api == "v2":
+        return v2_fault_summary(r)
     if r.spec.framework == "pytorch":
         return (f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
                 f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
@@ -784,7 +1037,7 @@ class TrainingJob(pulumi.ComponentResource):
                                                                    replace_on_changes=["spec"],
                                                                    delete_before_replace=True))
         self.rendezvous = []
-        if args.spec.framework == "pytorch":
+        if args.spec.framework == "pytorch" and resolved.api == "v1":
             # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.
             owner = self.job.metadata.apply(lambda m: [{
                 "apiVersion": self.manifest["apiVersion"], "kind": self.manifest["kind"],

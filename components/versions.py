@@ -44,3 +44,19 @@ DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"
 # /usr/local/bin, from cuda-dl-base), so the acceptance job runs the image the training jobs use.
 NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
 NCCL_TESTS_ALL_REDUCE = "all_reduce_perf_mpi"
+
+# Kubeflow Trainer v2 (TrainJob, ClusterTrainingRuntime) on JobSet, from its Helm chart in an OCI registry
+# (kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/Chart.yaml: version 2.3.0, no appVersion, dependency jobset
+# 0.12.0). The chart's controller tag defaults to `v<chart version>` (templates/_helpers.tpl); pinned anyway so a
+# chart bump cannot move it unseen.
+TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+TRAINER_VERSION = "2.3.0"
+TRAINER_CONTROLLER_TAG = "v2.3.0"
+# The in-repo JobSet chart names a staging image pulled Always (kubernetes-sigs/jobset@v0.12.0:charts/jobset/
+# values.yaml); the published chart is rewritten to this (hack/helm-chart-package.sh), which the subchart values
+# pin so the install does not depend on that rewrite.
+JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
+JOBSET_IMAGE_TAG = "v0.12.0"
+# Default image of the torch and plain runtimes' `node` container and of their preflight init container (a
+# TrainJob's image replaces the first, never the second: the preflight needs only a shell).
+TRAINER_NODE_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
