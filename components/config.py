@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable, Iterable
 from typing import Annotated, Literal, assert_never
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,14 +27,14 @@ RAIL_NAME = r"^[a-z][a-z0-9]{0,14}$"
 PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 
 
-def _either(names) -> str:
-    names = list(names)
-    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
+def _either(names: Iterable[str]) -> str:
+    items = list(names)
+    return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]
 
 
-def _rule(check):
+def _rule(check: Callable[[str], str | None]) -> AfterValidator:
     """A pydantic validator from a k8s_syntax check: the check's message is the error."""
-    def run(value):
+    def run(value: str) -> str:
         if (problem := check(value)) is not None:
             raise ValueError(problem)
         return value
@@ -651,7 +652,8 @@ class PlatformConfig(_Model):
     @property
     def job_apis(self) -> tuple[JobApi, ...]:
         """The job APIs this cluster serves, the default for a job that names none first."""
-        return {"v1": ("v1",), "v2": ("v2",), "both": ("v1", "v2")}[self.job_api]
+        served: dict[str, tuple[JobApi, ...]] = {"v1": ("v1",), "v2": ("v2",), "both": ("v1", "v2")}
+        return served[self.job_api]
 
     @property
     def network_operator_enabled(self) -> bool:

@@ -1,0 +1,401 @@
+"""Kubeflow Trainer v2 on fastpath: the stack choice, the chart pins, the runtimes a cluster publishes and the
+TrainJobs its jobs become, judged by the pod the v2.3.0 controller makes of the two (../notes/trainer-v2.md)."""
+
+import json
+
+import pytest
+import yaml
+
+from components import config, k8s, stack, trainer, training_job, versions
+from components.config import JobSpec, PlatformConfig
+from components.fabric import NETWORKS_ANNOTATION
+from components.profile import profile as make_profile
+from components.trainer_v2_runtime import effective_jobset, effective_pod, override_problems
+from tests.conftest import SHARED, stack_platform
+from tools import schemas
+
+V2 = "prod-v2"
+MPI_IMAGE = "registry.prod-v2.internal/fastpath/nccl-tests-sshd:25.10-2.28.7"
+DELETE = object()
+
+
+def platform(stack_name=V2, **changes) -> dict:
+    """A committed stack's platform with `a.b=value` changes (DELETE removes the key)."""
+    p = stack_platform(stack_name)
+    for dotted, value in changes.items():
+        obj = p
+        *head, last = dotted.split(".")
+        for k in head:
+            obj = obj.setdefault(k, {})
+        if value is DELETE:
+            obj.pop(last, None)
+        else:
+            obj[last] = value
+    return p
+
+
+def prof(p: dict):
+    return make_profile(PlatformConfig.model_validate(p))
+
+
+# ------------------------------------------------------------------------------------------- stack config
+
+# (stack, changes, substrings of the one message)
+BAD = [
+    (V2, {"components": {"trainingOperator": True}},
+     ["fastpath:platform", "components.trainingOperator is on but jobApi is 'v2'", "use jobApi 'both'"]),
+    (V2, {"jobApi": "both", "components": {"trainingOperator": False}},
+     ["jobApi 'both'", "components.trainingOperator is false"]),
+    ("prod-ib", {"trainer": {"maxRestarts": 2}}, ["trainer configures Kubeflow Trainer v2", "jobApi 'v1'",
+                                                  "set jobApi 'v2' or 'both', or remove trainer"]),
+    (V2, {"jobApi": "v3"}, ["fastpath:platform.jobApi", "'v1', 'v2' or 'both'"]),
+    (V2, {"trainer.mpiImage": DELETE}, ["acceptance.enabled on jobApi 'v2'", "trainer.mpiImage"]),
+    (V2, {"trainer.mpiImage": "nccl-tests:latest"}, ["trainer.mpiImage", "latest"]),
+    (V2, {"trainer.maxRestarts": -1}, ["fastpath:platform.trainer.maxRestarts", "greater than or equal to 0"]),
+    (V2, {"trainer.maxRetries": 3}, ["fastpath:platform.trainer.maxRetries", "unknown key"]),
+    (V2, {"acceptance.image": "nvcr.io/nvidia/hpc-benchmarks:25.04"}, ["acceptance.image", "trainer.mpiImage",
+                                                                       "remove acceptance.image"]),
+]
+
+
+@pytest.mark.parametrize(("stack_name", "changes", "expect"), BAD, ids=[f"{b[0]}:{sorted(b[1])[0]}:{i}" for i, b in enumerate(BAD)])
+def test_bad_job_api_config_is_refused_with_key_path_and_fix(stack_name, changes, expect):
+    with pytest.raises(config.ConfigError) as err:
+        stack.parse({"platform": platform(stack_name, **changes)}, f"stacks/Pulumi.{stack_name}.yaml")
+    message = str(err.value)
+    assert message.startswith(f"stacks/Pulumi.{stack_name}.yaml: fastpath:platform"), message
+    assert len(message.splitlines()) == 1, message
+    for piece in expect:
+        assert piece in message, f"{piece!r} not in {message!r}"
+
+
+# (jobApi, components.trainingOperator as written, operator installed, APIs served)
+APIS = [("v1", None, True, ("v1",)), ("v2", None, False, ("v2",)), ("both", None, True, ("v1", "v2")),
+        ("v2", False, False, ("v2",)), ("v1", False, False, ("v1",))]
+
+
+@pytest.mark.parametrize(("api", "flag", "operator", "served"), APIS)
+def test_job_api_decides_the_training_operator_and_what_jobs_get(api, flag, operator, served):
+    p = platform(jobApi=api, acceptance={"enabled": False})
+    if flag is not None:
+        p["components"] = {"trainingOperator": flag}
+    if api == "v1":
+        p.pop("trainer")
+    cfg = PlatformConfig.model_validate(p)
+    assert cfg.training_operator_enabled is operator
+    assert make_profile(cfg).job_apis == served
+
+
+# (job api on the stack, job changes, key, substring) refused; GOOD_JOB is accepted as is.
+GOOD_JOB = {"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"],
+            "nodes": 2}
+JOB_BAD = [
+    ("v2", {"api": "v2"}, "api", "serves only v2"),
+    ("v1", {"api": "v2"}, "api", "serves only v1"),
+    ("v2", {"framework": "tensorflow"}, "framework", "no TensorFlow runtime"),
+    ("both", {"api": "v2", "framework": "tensorflow"}, "framework", "or api v1 on a jobApi 'both' cluster"),
+    ("v2", {"nodes": None, "elastic": {"minNodes": 1, "maxNodes": 2}}, "elastic", "no elastic PyTorch"),
+    ("v2", {"gpusPerNode": 4}, "gpusPerNode", "whole nodes"),
+    ("v2", {"shmGiB": 64}, "shmGiB", "/dev/shm is the runtime's"),
+    ("v2", {"maxRestarts": 1}, "maxRestarts", "fastpath:platform.trainer.maxRestarts"),
+    ("v2", {"ttlSecondsAfterFinished": 60}, "ttlSecondsAfterFinished", "trainer.ttlSecondsAfterFinished"),
+    ("v2", {"preflight": False}, "preflight", "init container"),
+    ("v2", {"framework": "mpi"}, "image", f"set image to {MPI_IMAGE}"),
+    ("v2", {"framework": "mpi", "image": MPI_IMAGE, "nodes": 1}, "nodes", "second GPU pod"),
+    ("v2", {"memoryGiB": 100}, "memoryGiB", "not above the runtime's /dev/shm of 128 GiB"),
+]
+
+
+@pytest.mark.parametrize(("api", "change", "key", "needle"), JOB_BAD, ids=[f"{b[0]}:{b[2]}" for b in JOB_BAD])
+def test_v2_job_asking_what_a_train_job_cannot_have_is_refused(api, change, key, needle):
+    p = platform(jobApi=api)
+    if api == "v1":
+        p.pop("trainer")
+        p["acceptance"]["enabled"] = False
+    job = {k: v for k, v in {**GOOD_JOB, **change}.items() if v is not None}
+    with pytest.raises(config.ConfigError) as err:
+        stack.parse({"platform": p, "jobs": [job]}, "stacks/Pulumi.x.yaml")
+    assert f"fastpath:jobs[0].{key}: " in str(err.value) and needle in str(err.value), str(err.value)
+    stack.parse({"platform": p, "jobs": [GOOD_JOB]}, "stacks/Pulumi.x.yaml")
+
+
+def test_no_mpi_runtime_without_its_image():
+    p = platform(acceptance={"enabled": False})
+    p["trainer"].pop("mpiImage")
+    assert [name for name, _, _ in prof(p).runtimes()] == [
+        "fastpath-torch-critical", "fastpath-torch", "fastpath-torch-preemptible",
+        "fastpath-plain-critical", "fastpath-plain", "fastpath-plain-preemptible"]
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\].framework: this cluster publishes no MPI runtime"):
+        stack.parse({"platform": p, "jobs": [{**GOOD_JOB, "framework": "mpi"}]}, "stacks/Pulumi.x.yaml")
+
+
+# ------------------------------------------------------------------------------------------- the chart
+
+
+def trainer_values() -> dict:
+    return yaml.safe_load((SHARED / "values" / "kubeflow-trainer.values.yaml").read_text())
+
+
+# kubernetes-sigs/jobset@v0.12.0:charts/jobset/values.yaml (the subchart's in-repo defaults; not beside the
+# checkout): a staging image, pulled Always.
+JOBSET_IN_REPO_IMAGE = {"repository": "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset",
+                        "pullPolicy": "Always", "tag": "main"}
+
+
+@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
+def test_trainer_values_against_the_chart():
+    """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/values.yaml: `image.tag: ""` (the chart derives v2.3.0,
+    pinned here so it moves only with versions.py); `runtimes.defaultEnabled: false` is the chart's default,
+    restated on purpose (enabling runs an installer hook that needs the internet); JobSet's image is the
+    subchart's key, whose in-repo default is a staging build (kubernetes-sigs/jobset@v0.12.0:hack/
+    helm-chart-package.sh rewrites it only in the published chart)."""
+    ours, chart = trainer.values(PlatformConfig.model_validate(platform())), trainer_values()
+    assert chart["image"]["tag"] == "" and ours["image"] == {"tag": "v2.3.0"}
+    assert chart["runtimes"]["defaultEnabled"] is False and ours["runtimes"] == {"defaultEnabled": False}
+    assert chart["jobset"] == {"install": True, "fullnameOverride": "jobset"}  # the subchart installs
+    assert ours["jobset"] == {"image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0",
+                                        "pullPolicy": "IfNotPresent"}}
+    assert set(ours["jobset"]["image"]) == set(JOBSET_IN_REPO_IMAGE)
+    # Left at the chart's: its own webhook certificate (no cert-manager), webhook failurePolicy Fail, CRDs on.
+    assert chart["manager"]["config"]["certManagement"]["enable"] is True
+    assert chart["webhook"]["failurePolicy"] == "Fail" and chart["crds"]["enabled"] is True
+    assert not {"manager", "webhook", "crds", "dataCache"} & set(ours)
+
+
+@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
+def test_chart_version_and_its_jobset_match_the_pins():
+    """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/Chart.yaml: version 2.3.0, dependency jobset 0.12.0."""
+    chart = yaml.safe_load((SHARED / "values" / "kubeflow-trainer.Chart.yaml").read_text())
+    assert chart["version"] == versions.TRAINER_VERSION and "appVersion" not in chart
+    (jobset,) = [d for d in chart["dependencies"] if d["name"] == "jobset"]
+    assert f"v{jobset['version']}" == versions.JOBSET_IMAGE_TAG and jobset["condition"] == "jobset.install"
+    assert versions.TRAINER_CONTROLLER_TAG == f"v{chart['version']}"
+
+
+def test_install_order_in_the_graph(rendered):
+    """The trainer starts after Volcano (its volcano plugin watches PodGroups only if their CRD existed at start:
+    kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go ReconcilerBuilders); runtimes after
+    the release (the webhook refuses them until it serves); TrainJobs after their runtimes (clustertrainingruntime.go:
+    "must be created before the TrainJob"), the PriorityClasses, queues and claims they name."""
+    run = rendered(V2).run
+    by_type: dict[str, list] = {}
+    for r in run.registrations:
+        by_type.setdefault(r.type.rsplit(":", 1)[-1], []).append(r)
+    release = {r.inputs["name"]: r for r in by_type["Release"]}
+    (ns,) = [r for r in by_type["Namespace"] if r.inputs["metadata"]["name"] == "kubeflow-system"]
+    assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    trainer_release = release["kubeflow-trainer"]
+    assert trainer_release.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+    assert {release["volcano"].urn, ns.urn} <= set(trainer_release.dependencies)
+    runtimes = by_type["ClusterTrainingRuntime"]
+    assert len(runtimes) == 9
+    assert all(trainer_release.urn in r.dependencies for r in runtimes)
+    names = {r.urn: r.inputs["metadata"].get("name") for r in run.registrations if r.custom
+             and isinstance(r.inputs.get("metadata"), dict)}
+    for job in by_type["TrainJob"]:
+        deps = {names.get(d) for d in job.dependencies}
+        assert {rt.inputs["metadata"]["name"] for rt in runtimes} <= deps, job.name
+        assert {"training-critical", "training-standard", "research", "checkpoints"} <= deps, job.name
+    assert "Release" in {t for t in by_type} and not by_type.get("Directory"), "no Training Operator on v2"
+
+
+@pytest.mark.parametrize("stack_name", ["dev", "prod-ib", "prod-roce"])
+def test_v1_stacks_install_no_trainer(stack_name, rendered):
+    run = rendered(stack_name).run
+    assert not any(r.type == "fastpath:platform:Trainer" or "trainer.kubeflow.org" in json.dumps(r.inputs)[:2000]
+                   for r in run.registrations)
+
+
+# ------------------------------------------------------------------------------------------- runtimes
+
+DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+
+
+def rails(subnets: bool):
+    return [{"hca": h, "interface": f"ibp{i}", "speedGbps": 400,
+             **({"subnet": f"10.{i}.0.0/16"} if subnets else {})} for i, h in enumerate(DGX)]
+
+
+# Every kind and attachment of components/kinds.py: (id, fabric, RDMA resource of rail 0, Multus networks)
+FABRICS = [
+    ("ib-sriov", {"kind": "infiniband", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0",
+     True),
+    ("ib-shared", {"kind": "infiniband", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),
+    ("ib-hostdevice", {"kind": "infiniband", "attachment": "hostdevice", "rails": rails(True)},
+     "nvidia.com/hostdev_rail0", True),
+    ("ib-hostnetwork", {"kind": "infiniband", "attachment": "hostnetwork", "rails": rails(False),
+                        "podInterface": "bond0"}, "rdma/shared_rail0", False),
+    ("ib-rdma-only", {"kind": "infiniband", "attachment": "rdma-only", "rails": rails(False)}, "rdma/shared_rail0",
+     False),
+    ("roce-shared", {"kind": "roce", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),
+    ("efa", {"kind": "efa", "efaDevicesPerNode": 32}, "vpc.amazonaws.com/efa", False),
+    ("tcp", {"kind": "tcp"}, None, False),
+]
+
+
+def v2_profile(fab: dict):
+    p = platform(acceptance={"enabled": False})
+    p["fabric"] = fab
+    p["gpu"]["gpuDirect"] = "none" if fab["kind"] == "tcp" else "dmabuf"
+    return prof(p)
+
+
+@pytest.mark.parametrize(("fab_id", "fab", "resource", "networks"), FABRICS, ids=[f[0] for f in FABRICS])
+@pytest.mark.parametrize("fw", ["torch", "mpi", "plain"])
+def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource, networks, fw):
+    """Each runtime validates against kubeflow/trainer@v2.3.0's CRD, and the pod a TrainJob naming it gets (merge
+    as in effective_pod) has all 8 GPUs, every rail, IPC_LOCK on RDMA, the NCCL env, /dev/shm inside the memory
+    limit, the preflight init container, the checkpoint claim, GPU placement and Volcano; on the host network
+    also ClusterFirstWithHostNet and, for torchrun, PET_LOCAL_ADDR."""
+    profile = v2_profile(fab)
+    rt = training_job.runtime(profile, fw, "training-critical")
+    assert schemas.validate(rt) == []
+    assert rt["metadata"]["name"] == f"fastpath-{fw}-critical"
+    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": "llama", "namespace": "research"},
+          "spec": {"runtimeRef": {"name": rt["metadata"]["name"]}, "trainer": {"numNodes": 4}}}
+    pod = effective_pod(tj, rt)
+    spec = pod["spec"]
+    (node,) = [c for c in spec["containers"] if c["name"] == "node"]
+    limits = node["resources"]["limits"]
+    assert node["resources"]["requests"] == limits
+    assert limits["nvidia.com/gpu"] == 8 and limits["memory"] == "1800Gi" and limits["cpu"] == 200
+    rdma = fab["kind"] != "tcp"
+    if resource:
+        assert limits[resource] == (32 if fab["kind"] == "efa" else 1)
+    assert (node.get("securityContext") == {"capabilities": {"add": ["IPC_LOCK"]}}) is rdma
+    env = {e["name"]: e.get("value") for e in node["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == f"={fab.get('podInterface', 'eth0')}"
+    assert env.get("NCCL_NET") == {"tcp": None, "efa": "Libfabric"}.get(fab["kind"], "IB")
+    assert env["CHECKPOINT_DIR"] == "/checkpoints"
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
+    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}} in spec["volumes"]
+    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else [])
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-critical"
+    assert spec["restartPolicy"] == "Never"
+    notes = pod["metadata"].get("annotations") or {}
+    if networks:
+        nets = json.loads(notes[NETWORKS_ANNOTATION])
+        # No namespace: each training namespace's own attachments (the runtime is cluster-wide).
+        assert [n["name"] for n in nets] == [f"rail{i}-{fab['attachment']}" for i in range(8)]
+        assert all("namespace" not in n for n in nets)
+    else:
+        assert NETWORKS_ANNOTATION not in notes
+    host = fab.get("attachment") == "hostnetwork"
+    assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == ((True, "ClusterFirstWithHostNet") if host
+                                                               else (None, None))
+    assert ("PET_LOCAL_ADDR" in env) is (host and fw == "torch")
+    assert (notes.get("fastpath.dev/primary-interface") == "bond0") is host
+    assert override_problems(tj, rt) == []
+
+
+def test_runtimes_are_one_per_framework_and_tier(rendered):
+    objs = [o for o in rendered(V2).objects if o["kind"] == "ClusterTrainingRuntime"]
+    tiers = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["replicatedJobs"][-1]["template"]["spec"]
+             ["template"]["spec"]["priorityClassName"] for o in objs}
+    assert tiers == {f"fastpath-{fw}{suffix}": tier for fw in ("torch", "mpi", "plain") for suffix, tier in
+                     (("", "training-standard"), ("-critical", "training-critical"),
+                      ("-preemptible", "training-preemptible"))}
+    for o in objs:
+        assert o["spec"]["template"]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "research"}
+        assert o["spec"]["podGroupPolicy"] == {"volcano": {}}
+        assert o["metadata"]["labels"]["trainer.kubeflow.org/framework"] in ("torch", "mpi", "plain")
+        # Validation on: a runtime without a `node` container is refused by the webhook, not at the first run.
+        assert "trainer.kubeflow.org/webhook-validation" not in o["metadata"]["labels"]
+    mpi = next(o for o in objs if o["metadata"]["name"] == "fastpath-mpi")
+    node_job = mpi["spec"]["template"]["spec"]["replicatedJobs"][0]
+    assert node_job["template"]["spec"]["template"]["spec"]["containers"][0]["image"] == MPI_IMAGE
+
+
+# ------------------------------------------------------------------------------------------- TrainJobs
+
+
+def v2_job(rendered, name: str) -> tuple[dict, dict]:
+    objs = rendered(V2).objects
+    tj = next(o for o in objs if o["kind"] == "TrainJob" and o["metadata"]["name"] == name)
+    rt = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime"
+              and o["metadata"]["name"] == tj["spec"]["runtimeRef"]["name"])
+    return tj, rt
+
+
+def test_torch_job_is_a_thin_train_job_on_the_tiers_runtime(rendered):
+    """The queue and dataset go in as fastpath's runtime patch (the only way a TrainJob reaches the PodGroup's
+    queue: kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go reads the JobSet template's
+    annotations); torchrun reads PET_* from the torch plugin."""
+    tj, rt = v2_job(rendered, "llama-pretrain")
+    assert rt["metadata"]["name"] == "fastpath-torch-critical"
+    trainer_spec = tj["spec"]["trainer"]
+    assert trainer_spec["command"] == ["torchrun", "-m", "llm.pretrain", "--config", "/data/configs/llama-70b.yaml"]
+    assert trainer_spec["numNodes"] == 8 and trainer_spec["numProcPerNode"] == 8
+    assert trainer_spec["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token",
+                                                                                       "key": "token"}}}]
+    (patch,) = tj["spec"]["runtimePatches"]
+    assert patch["manager"] == "fastpath.dev/jobs"
+    derived = effective_jobset(tj, rt)
+    assert derived["podGroup"]["queue"] == "production"
+    assert derived["podGroup"]["priorityClassName"] == "training-critical" and derived["podGroup"]["minMember"] == 8
+    pod = effective_pod(tj, rt)
+    (node,) = pod["spec"]["containers"]
+    assert {"name": "dataset-0", "mountPath": "/data", "readOnly": True} in node["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in node["env"]}
+    assert env["PET_NNODES"] == "8" and env["PET_NPROC_PER_NODE"] == "8"
+    assert env["PET_MASTER_ADDR"] == "llama-pretrain-node-0-0.llama-pretrain"
+    assert override_problems(tj, rt) == []
+    for obj in (tj, {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                     "metadata": {"name": "llama-pretrain"}, "spec": derived["jobset"]}):
+        assert schemas.validate(obj) == []
+
+
+def test_memory_override_repeats_the_gpu_count_with_requests_equal_to_limits(rendered):
+    """Pitfall 2 of the note: a resourcesPerNode without the GPU count makes the torch plugin count none and start
+    one process per node (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go)."""
+    tj, rt = v2_job(rendered, "llama-sft")
+    res = tj["spec"]["trainer"]["resourcesPerNode"]
+    assert res["limits"] == res["requests"] == {"nvidia.com/gpu": 8, "memory": "1200Gi", "cpu": 200}
+    (node,) = effective_pod(tj, rt)["spec"]["containers"]
+    assert node["resources"]["limits"]["rdma/shared_rail7"] == 1  # merged per key: the rails stay
+    assert {e["name"]: e.get("value") for e in node["env"]}["PET_NPROC_PER_NODE"] == "8"
+    assert override_problems(tj, rt) == []
+
+
+def test_mpi_job_runs_mpirun_on_the_launcher_and_forwards_the_fabric(rendered):
+    """The MPI plugin sets the hostfile and ORTE names on the launcher (kubeflow/trainer@v2.3.0:pkg/runtime/
+    framework/plugins/mpi/mpi.go); Open MPI 5 is given the hostfile by name, and ranks started by sshd get the
+    fabric env only through -x."""
+    tj, rt = v2_job(rendered, "ds-moe")
+    assert rt["metadata"]["name"] == "fastpath-mpi"
+    cmd = tj["spec"]["trainer"]["command"]
+    assert cmd[:6] == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "--allow-run-as-root", "-np", "32"]
+    for name in ("NCCL_IB_HCA", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"):
+        assert cmd[cmd.index(name) - 1] == "-x"
+    derived = effective_jobset(tj, rt)
+    assert derived["counts"] == {"node": 3, "launcher": 1} and derived["podGroup"]["minMember"] == 4
+    # debugNccl is a deliberate override of the runtime's NCCL_DEBUG, and said so.
+    assert [p for p in override_problems(tj, rt) if "NCCL_DEBUG" not in p] == []
+
+
+def test_contract_in_the_summary_is_the_effective_pod(rendered):
+    text = rendered(V2).files["SUMMARY.md"]
+    section = text[text.index("### `llama-pretrain`"):text.index("### `llama-sft`")]
+    assert "| runtime | fastpath-torch-critical |" in section
+    assert "| kind | TrainJob |" in section and "| queue | production |" in section
+    assert "| PET_MASTER_ADDR | `llama-pretrain-node-0-0.llama-pretrain` |" in section
+    assert "| HF_TOKEN | `(secret hf-token/token)` |" in section
+    assert "`rdma/shared_rail0`: 1" in section
+
+
+def test_both_stack_runs_v1_by_default_and_v2_on_request():
+    p = platform(jobApi="both", acceptance={"enabled": False})
+    profile = prof(p)
+    v1 = training_job.resolve(JobSpec.model_validate(GOOD_JOB), profile)
+    v2 = training_job.resolve(JobSpec.model_validate({**GOOD_JOB, "api": "v2"}), profile)
+    assert training_job.manifest(v1)["kind"] == "PyTorchJob"
+    assert training_job.manifest(v2)["kind"] == "TrainJob"
+    assert training_job.contract(v2)["runtime"] == "fastpath-torch"
+
+
+def test_runtime_labels_and_names_are_deterministic():
+    profile = prof(platform())
+    assert trainer.runtimes(profile) == trainer.runtimes(profile)
+    assert all(rt["metadata"]["labels"][k8s.CLUSTER_LABEL] == "prod-v2" for rt in trainer.runtimes(profile))
