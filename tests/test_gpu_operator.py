@@ -1,0 +1,47 @@
+"""GPU Operator (components/gpu_operator.py): its Helm values."""
+
+import pytest
+
+from components import gpu_operator
+from tests.helpers import DEDICATED, GPU_TAINT, cfg
+
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
+                 "effect": "NoSchedule"}
+KPS_MONITOR = {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}}
+# (id, config changes, exact gpu-operator values); prod-ib is a DGX stack: driver and DOCA-OFED on the hosts.
+GPU_CASES = [
+    ("dmabuf-operator-driver", {"gpu__driverPreinstalled": False, "gpu__hostMofed": False},
+     {"driver": {"enabled": True}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    ("peermem-legacy", {"gpu__gpuDirect": "peermem", "gpu__driverPreinstalled": False, "gpu__hostMofed": False},
+     {"driver": {"enabled": True, "rdma": {"enabled": True}}, "nfd": {"enabled": True},
+      "dcgmExporter": KPS_MONITOR}),
+    # useHostMofed is read only on the peermem path: under DMA-BUF it would say something it does not do.
+    ("host-mofed-dmabuf", {}, {"driver": {"enabled": False}, "nfd": {"enabled": True},
+                               "dcgmExporter": KPS_MONITOR}),
+    ("host-mofed-peermem", {"gpu__gpuDirect": "peermem"},
+     {"driver": {"enabled": False, "rdma": {"enabled": True, "useHostMofed": True}}, "nfd": {"enabled": True},
+      "dcgmExporter": KPS_MONITOR}),
+    ("no-monitoring", {"monitoring": False},
+     {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": False}}}),
+    ("monitoring-labels", {"monitoring": {"enabled": True, "serviceMonitorLabels": {"release": "kps"}}},
+     {"driver": {"enabled": False}, "nfd": {"enabled": True},
+      "dcgmExporter": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kps"}}}}),
+    ("monitoring-bool", {"monitoring": True},
+     {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": True}}}),
+    ("custom-taint", {"gpu__taintKey": "dedicated"},
+     {"driver": {"enabled": False}, "nfd": {"enabled": True},
+      "daemonsets": {"tolerations": [GPU_TAINT, DEDICATED]},
+      "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, GPU_TAINT, DEDICATED]}},
+      "dcgmExporter": KPS_MONITOR}),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), [c[1:] for c in GPU_CASES], ids=[c[0] for c in GPU_CASES])
+def test_gpu_operator_values(changes, expected):
+    """gpu-operator@v26.7.0: `IsHostMOFED()` (api/nvidia/v1/clusterpolicy_types.go) is `IsEnabled() &&
+    UseHostMOFED`, so useHostMofed goes only with rdma.enabled (peermem). `daemonsets.tolerations` replaces each
+    operand DaemonSet's tolerations (controllers/object_controls.go `applyCommonDaemonsetConfig`) and Helm
+    replaces list values, so a custom taint comes with the defaults of deployments/gpu-operator/values.yaml
+    (`daemonsets.tolerations`, `node-feature-discovery.worker.tolerations`) repeated. The DCGM ServiceMonitor
+    takes `additionalLabels` (same values.yaml, `dcgmExporter.serviceMonitor`)."""
+    assert gpu_operator.values(cfg("prod-ib", **changes)) == expected

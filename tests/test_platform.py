@@ -1,0 +1,204 @@
+"""Platform (components/platform.py): the packages it installs and their Helm values against upstream, namespaces,
+the resource graph and install order, and the profile it exports."""
+
+import json
+
+import pytest
+import yaml
+
+from components import platform
+from tests.conftest import SHARED, STACKS, stack_platform
+from tests.helpers import cfg, regs
+
+VALUES_FILES = {
+    "gpu-operator": "gpu-operator.values.yaml",
+    "network-operator": "network-operator.values.yaml",
+    "volcano": "volcano.values.yaml",
+    "csi-driver-nfs": "csi-driver-nfs.values.yaml",
+}
+
+
+def leaf_paths(d, prefix=()):
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            yield from leaf_paths(v, (*prefix, k))
+        else:
+            yield (*prefix, k)
+
+
+# Keys a chart's templates read that its values.yaml documents only in a comment.
+TEMPLATE_ONLY_KEYS = {
+    # volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/scheduler.yaml reads it; values.yaml shows
+    # it commented out under `custom:`.
+    ("volcano", ("custom", "scheduler_config_override")),
+}
+
+
+@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_helm_value_key_exists_upstream(stack, rendered):
+    for pkg in rendered(stack).packages:
+        if pkg["kind"] != "helm":
+            continue
+        upstream = yaml.safe_load((SHARED / "values" / VALUES_FILES[pkg["name"]]).read_text())
+        for path in leaf_paths(pkg["values"]):
+            if (pkg["name"], path) in TEMPLATE_ONLY_KEYS:
+                continue
+            node = upstream
+            for k in path:
+                if node == {}:  # a free-form map upstream (nodeSelector, additionalLabels): any key
+                    break
+                assert isinstance(node, dict) and k in node, f"{pkg['name']}: {'.'.join(path)} not in chart values"
+                node = node[k]
+
+
+@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
+    """Values say only what differs from the chart. A value equal to the chart's default is allowed only where
+    the builder pins it on purpose (a comment says why), listed here: gpu-operator@v26.7.0
+    deployments/gpu-operator/values.yaml (`nfd.enabled`, `driver.enabled`, `dcgmExporter.serviceMonitor.enabled`
+    are true there), network-operator@v26.4.1 deployment/network-operator/values.yaml
+    (`sriov-network-operator.sriovOperatorConfig.deploy: true`)."""
+    pinned = {("gpu-operator", ("nfd", "enabled")), ("gpu-operator", ("driver", "enabled")),
+              ("gpu-operator", ("dcgmExporter", "serviceMonitor", "enabled")),
+              ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy"))}
+    for pkg in rendered(stack).packages:
+        if pkg["kind"] != "helm":
+            continue
+        upstream = yaml.safe_load((SHARED / "values" / VALUES_FILES[pkg["name"]]).read_text())
+        for path in leaf_paths(pkg["values"]):
+            node, ours = upstream, pkg["values"]
+            for k in path:
+                node = node.get(k) if isinstance(node, dict) else None
+                ours = ours[k]
+            if node == ours:
+                assert (pkg["name"], path) in pinned, f"{pkg['name']}: {'.'.join(path)} restates the chart default"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_one_nfd_and_no_mpi_operator(stack, rendered):
+    pkgs = rendered(stack).packages
+    nfd = [p["name"] for p in pkgs if p["kind"] == "helm" and p["values"].get("nfd", {}).get("enabled")]
+    assert len(nfd) == 1, nfd
+    assert not any("mpi-operator" in json.dumps(p) for p in pkgs)
+
+
+@pytest.mark.parametrize(("stack", "enforce"), [("dev", "baseline"), ("prod-ib", "privileged")])
+def test_training_namespace_pod_security(stack, enforce):
+    ns = platform.training_namespaces(cfg(stack))[0]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == enforce
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/warn"] == "baseline"
+
+
+# ------------------------------------------------------------------------------ resource graph under mocks
+
+
+def test_graph_parents_and_ordering(rendered):
+    run = rendered("prod-ib").run
+    by_urn = {r.urn: r for r in run.registrations}
+    release = {r.name: r for r in regs(run, ":Release")}
+    (ncp,) = regs(run, ":NicClusterPolicy")
+    assert release["network-operator"].urn in ncp.dependencies, "CR before its CRD's release"
+    for pool in regs(run, ":IPPool"):
+        assert ncp.urn in pool.dependencies, "IPPool CRD comes from the operator reconciling nvIpam"
+    for q in regs(run, ":Queue"):
+        assert release["volcano"].urn in q.dependencies
+    for r in regs(run, ":SriovNetworkNodePolicy") + regs(run, ":SriovIBNetwork") + regs(run, ":SriovNetworkPoolConfig"):
+        assert release["network-operator"].urn in r.dependencies
+        # The NicClusterPolicy reaches `ready` (what it is awaited for) only while no node reboots: the SR-IOV
+        # firmware rewrite and reboots come after it (network-operator@v26.4.1 state_skel.go isDaemonSetReady).
+        assert ncp.urn in r.dependencies
+    (pool,) = regs(run, ":SriovNetworkPoolConfig")
+    for r in regs(run, ":SriovNetworkNodePolicy"):
+        assert pool.urn in r.dependencies, "the pool's drain limit and RDMA mode before any policy reboots a node"
+    namespaces = {r.inputs["metadata"]["name"]: r.urn for r in regs(run, ":Namespace")}
+    for r in regs(run, ":SriovIBNetwork"):
+        assert namespaces[r.inputs["metadata"]["namespace"]] in r.dependencies, "network CR before its namespace"
+    # prod-ib's hosts carry DOCA-OFED (and load rpcrdma themselves): the policy's readiness says nothing about
+    # NFS over RDMA there, so storage does not wait for it (with the operator's DOCA driver it does: below).
+    assert ncp.urn not in release["csi-driver-nfs"].dependencies
+    # With the gang flag the operator exits while Volcano's PodGroup CRD is missing: every object of the
+    # overlay (the Deployment included) waits for the Volcano release.
+    (directory,) = regs(run, "kustomize:Directory")
+    overlay = [r for r in run.registrations if r.parent == directory.urn]
+    assert {r.type.rsplit(":", 1)[-1] for r in overlay} >= {"Deployment", "CustomResourceDefinition"}
+    for r in [directory, *overlay]:
+        assert release["volcano"].urn in r.dependencies
+    top_level = {"fastpath:platform:Platform", "fastpath:jobs:TrainingJob", "fastpath:verify:FabricAcceptance"}
+    for r in run.registrations:
+        if r.type not in top_level:
+            assert r.parent in by_urn, f"{r.type} {r.name} is not parented to a fastpath component"
+    # The job object itself (not only its component) waits for the platform: its CRD, queue and claim.
+    for job in regs(run, ":PyTorchJob") + regs(run, ":MPIJob"):
+        assert release["volcano"].urn in job.dependencies
+        assert any(d.endswith("persistentvolumeclaim-training-checkpoints") for d in job.dependencies)
+    (sc,) = regs(run, ":StorageClass")
+    assert release["csi-driver-nfs"].urn in sc.dependencies
+
+
+def test_profile_is_plain_serializable_data(rendered):
+    profile = rendered("prod-roce").run.outputs["profile"]
+    assert json.loads(json.dumps(profile)) == profile
+    assert profile["transport"] == "roce"
+    assert profile["ncclEnv"]["NCCL_IB_TC"] == "106"
+    assert [r["network"] for r in profile["rails"]] == ["rail0-shared", "rail1-shared"]
+
+
+# (stack, package, exactly what it waits for)
+WAITS = [
+    ("prod-ib", "csi-driver-nfs", []),
+    ("prod-ib", "gpu-operator", ["Namespace/gpu-operator"]),
+    ("prod-ib", "network-operator", ["Namespace/nvidia-network-operator"]),
+    ("prod-ib", "volcano", ["Namespace/volcano-system"]),
+    ("prod-ib", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow",
+                                      "helm/volcano"]),
+    ("dev", "csi-driver-nfs", []),
+    ("dev", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow",
+                                  "helm/volcano"]),
+]
+
+
+@pytest.mark.parametrize(("stack", "name", "waits"), WAITS, ids=[f"{w[0]}:{w[1]}" for w in WAITS])
+def test_packages_record_what_each_install_waits_for(stack, name, waits, rendered):
+    """packages.yaml shows the order `pulumi up` follows: each install's own dependencies and those of the
+    components above it, by the names a reviewer knows."""
+    (pkg,) = [p for p in rendered(stack).packages if p["name"] == name]
+    assert pkg["waitsFor"] == waits
+
+
+def test_waits_for_includes_what_a_parent_component_waits_for():
+    """A dependency given to a component (not to the install itself) is inherited: the engine holds back the
+    component's children only through their own dependencies, so the renderer walks up the parents."""
+    import pulumi
+
+    from tools import render
+
+    def program():
+        class Box(pulumi.ComponentResource):
+            def __init__(self, name, opts=None):
+                super().__init__("fastpath:test:Box", name, None, opts)
+
+        from components import k8s
+        first = k8s.apply(k8s.namespace("first", "t", "t", "baseline", "test"))
+        box = Box("box", pulumi.ResourceOptions(depends_on=[first]))
+        k8s.helm_release("inner", "c", "https://example.invalid", "1.0.0", "first", {},
+                         pulumi.ResourceOptions(parent=box))
+
+    run = render.run_program("dev", program=program)
+    (pkg,) = render.packages(run)
+    assert pkg["waitsFor"] == ["Namespace/first"]
+
+
+def test_nfs_over_rdma_waits_for_the_operators_doca_driver():
+    """With the operator's DOCA driver, rpcrdma is loaded by its container (ENABLE_NFSRDMA,
+    Mellanox/network-operator@v26.4.1 docs/mofed-container-env-vars.md), so csi-driver-nfs, whose controller
+    mounts the share itself (kubernetes-csi/csi-driver-nfs@v4.13.4 pkg/nfs/controllerserver.go CreateVolume),
+    waits until the NicClusterPolicy is ready."""
+    from tools import render
+
+    p = stack_platform("prod-ib")
+    p["gpu"] = {**p["gpu"], "hostMofed": False}
+    run = render.run_program("prod-ib", extra_config={"fastpath:platform": p})
+    (pkg,) = [x for x in render.packages(run) if x["name"] == "csi-driver-nfs"]
+    assert pkg["waitsFor"] == ["NicClusterPolicy/nic-cluster-policy"]
