@@ -40,7 +40,7 @@ PREFLIGHT_EXPECTS = {
     "ib-sriov": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "8", "PREFLIGHT_HCAS": "",
                  "PREFLIGHT_INTERFACES": " ".join(f"net{i}" for i in range(1, 9)), "PREFLIGHT_SHM_BYTES": _SHM},
     "roce-shared": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_1",
-                    "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": _SHM,
+                    "PREFLIGHT_LINK_LAYER": "Ethernet", "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": _SHM,
                     "PREFLIGHT_ROCE_GIDS": "net1:mlx5_0 net2:mlx5_1"},
     "efa": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "32", "PREFLIGHT_HCAS": "",
             "PREFLIGHT_INTERFACES": "", "PREFLIGHT_SHM_BYTES": _SHM},
