@@ -15,6 +15,7 @@ VALUES_FILES = {
     "network-operator": "network-operator.values.yaml",
     "volcano": "volcano.values.yaml",
     "csi-driver-nfs": "csi-driver-nfs.values.yaml",
+    "kubeflow-trainer": "kubeflow-trainer.values.yaml",
 }
 
 
@@ -31,6 +32,12 @@ TEMPLATE_ONLY_KEYS = {
     # volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/scheduler.yaml reads it; values.yaml shows
     # it commented out under `custom:`.
     ("volcano", ("custom", "scheduler_config_override")),
+    # The JobSet subchart's own values, passed through the parent under `jobset:` (kubeflow-trainer 2.3.0
+    # Chart.yaml dependency jobset 0.12.0): kubernetes-sigs/jobset@v0.12.0:charts/jobset/values.yaml has
+    # image.repository, image.tag and image.pullPolicy; the parent's values.yaml lists only install/fullnameOverride.
+    ("kubeflow-trainer", ("jobset", "image", "repository")),
+    ("kubeflow-trainer", ("jobset", "image", "tag")),
+    ("kubeflow-trainer", ("jobset", "image", "pullPolicy")),
 }
 
 
@@ -59,10 +66,13 @@ def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
     the builder pins it on purpose (a comment says why), listed here: gpu-operator@v26.7.0
     deployments/gpu-operator/values.yaml (`nfd.enabled`, `driver.enabled`, `dcgmExporter.serviceMonitor.enabled`
     are true there), network-operator@v26.4.1 deployment/network-operator/values.yaml
-    (`sriov-network-operator.sriovOperatorConfig.deploy: true`)."""
+    (`sriov-network-operator.sriovOperatorConfig.deploy: true`), kubeflow/trainer@v2.3.0
+    charts/kubeflow-trainer/values.yaml (`runtimes.defaultEnabled: false`: enabling runs a hook that fetches kubectl
+    from the internet and publishes runtimes without fabric wiring)."""
     pinned = {("gpu-operator", ("nfd", "enabled")), ("gpu-operator", ("driver", "enabled")),
               ("gpu-operator", ("dcgmExporter", "serviceMonitor", "enabled")),
-              ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy"))}
+              ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy")),
+              ("kubeflow-trainer", ("runtimes", "defaultEnabled"))}
     for pkg in rendered(stack).packages:
         if pkg["kind"] != "helm":
             continue
