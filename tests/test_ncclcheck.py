@@ -6,7 +6,10 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 import tracemalloc
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -363,3 +366,107 @@ def test_streaming_reader_memory_stays_bounded(tmp_path):
     tracemalloc.stop()
     assert report.peak_busbw_gbps == 372.1 and report.channels == {"NET/IB/GDRDMA": 1208, "P2P/CUMEM": 302}
     assert peak < 1_000_000, peak
+
+
+def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
+    """tools/ncclcheck_bench.py's log (one all_reduce_perf run on 125 x 8 GPUs, INIT,NET lines in the shapes of the
+    fixtures above) is what `make bench` times: its verdict must be a pass on IB, every rank and channel counted."""
+    from tools import ncclcheck_bench
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "all_reduce_perf.log"
+        assert ncclcheck_bench.generate(path, 2) >= 2_000_000
+        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--format", "json", "--expect", "ib",
+                              "--ranks", "1000"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        line_by_line, _ = ncclcheck.parse(ncclcheck.read_lines(path))
+    out = json.loads(res.stdout)
+    assert res.returncode == 0 and (out["verdict"], out["transport"], out["gdr"]) == ("pass", "ib", True)
+    assert (out["nranks"], out["init_complete"], out["nccl_version"]) == (1000, 1000, "2.27.7")
+    # rings: 125 nodes x 16 channels x (GPU 7 sends, GPU 0 receives) on NET, GPUs 0-6 on P2P; trees: all on NET
+    assert out["channels"] == {"NET/IB/GDRDMA": 125 * 16 * 2 + 1000 * 16, "P2P/CUMEM": 125 * 7 * 16}
+    assert (out["peak_busbw_gbps"], out["peak_message_bytes"]) == (370.65, 4294967296)
+    assert (out["networks"], out["link_layers"]) == (["IB"], ["IB"])
+    assert ncclcheck.to_json(ncclcheck.judge(line_by_line, "ib", None, 1000, False)) == out
+
+
+def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
+    """Fixtures repeated, cut, spliced with bytes, with CR and CRLF line ends, marker lines and the P2P stand-in."""
+    fixtures = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))]
+    extra = [b"fastpath-acceptance: begin 2 nodes\n", b"fastpath-acceptance: end 2 nodes\n",
+             b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via PQP/x\n",
+             b"h:1:2 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n",
+             b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n", b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n"]
+    for case in range(count):
+        if case % 5 == 0:
+            yield rng.randbytes(rng.randrange(0, 4096))
+            continue
+        lines = rng.choice(fixtures).splitlines(keepends=True) * rng.randrange(1, 4)
+        for _ in range(rng.randrange(0, 12)):
+            i = rng.randrange(len(lines))
+            match rng.randrange(6):
+                case 0:
+                    cut = rng.randrange(len(lines[i]) + 1)
+                    lines[i] = lines[i][:cut] + rng.randbytes(rng.randrange(1, 40)) + lines[i][cut:]
+                case 1:
+                    lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+                case 2:
+                    del lines[i:i + rng.randrange(1, 50)]
+                case 3:
+                    lines[i:i] = lines[i:i + rng.randrange(1, 20)] * rng.randrange(1, 4)
+                case 4:
+                    lines[i] = lines[i].replace(b"\n", rng.choice([b"\r\n", b"\r", b"\n\r"]))
+                case _:
+                    lines[i:i] = [rng.choice(extra)]
+            lines = lines or [b""]
+        yield b"".join(lines)
+
+
+def test_block_reader_gives_the_line_readers_report(tmp_path):
+    """`main` reads blocks and judges each distinct line shape once (Parser.feed_block); the report must be the one
+    of feeding every line in turn, whatever the log holds and wherever the blocks end: every fixture, and 300
+    mutants of them, read with chunks of 1 to 300 bytes (a line cut at every place) and of 1 MiB, whole and by
+    section."""
+    rng = random.Random(5)
+    path = tmp_path / "log"
+    logs = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))] + list(_mutants(rng, 300))
+    for case, data in enumerate(logs):
+        path.write_bytes(data)
+        for section in (None, 2):
+            want = asdict(ncclcheck.parse(ncclcheck.read_lines(path), section)[0])
+            for chunk in (rng.randrange(1, 300), 1 << 20):
+                assert asdict(ncclcheck.parse_files([path], section, chunk)[0]) == want, (case, section, chunk)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144])
+def test_a_line_split_across_blocks_is_read_whole(tmp_path, chunk):
+    path = tmp_path / "a.log"
+    path.write_text(f"{CHANNEL}\r\n{ROW}\n{MARK}\n2024-05-01T12:00:00.123Z {CHANNEL}\nh:1:2 [0] NCCL INFO comm 0xa1 "
+                    "rank 3 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE")
+    report, _ = ncclcheck.parse_files([path], chunk_size=chunk)
+    assert (report.channels, report.peak_busbw_gbps, report.peak_message_bytes) == (
+        {"NET/IB/GDRDMA": 2}, 334.89, 8589934592)
+    assert (report.nranks, report.init_complete, report.net_channels) == (4, 1, 2)
+    report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
+    assert found and report.channels == {"NET/IB/GDRDMA": 1} and report.peak_busbw_gbps is None
+
+
+def test_block_reader_memory_stays_bounded(tmp_path):
+    """Blocks of 64 KiB and a 3 MB line without a newline: the reader holds a block and the head of the line."""
+    path = tmp_path / "big.log"
+    block = (LOGS / "ib_gdr_linerate.log").read_text()
+    with path.open("w") as out:
+        out.write(block * 150 + "x" * 3_000_000 + "\n" + block)
+    tracemalloc.start()
+    report, _ = ncclcheck.parse_files([path], chunk_size=1 << 16)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert report.peak_busbw_gbps == 372.1 and report.channels == {"NET/IB/GDRDMA": 1208, "P2P/CUMEM": 302}
+    assert peak < 4_000_000, peak
+
+
+@pytest.mark.parametrize("chunk", [1, 40, 1 << 20])
+def test_a_run_ended_on_the_line_after_its_start_is_empty_in_blocks_too(tmp_path, chunk):
+    path = tmp_path / "a.log"
+    path.write_text(f"{MARK}\nfastpath-acceptance: end 2 nodes\n{CHANNEL}\n")
+    report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
+    assert found and (report.channels, report.nccl_lines) == ({}, 0)

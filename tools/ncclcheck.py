@@ -17,7 +17,8 @@ judged because its lines are not in this log (nccl-tests output without NCCL INF
 transport; a cut log has no results table). What was not asked for and is not in the log is only reported. Exit 2
 when a log cannot be read.
 
-Logs are read line by line in bounded memory whatever their size; prefixes that launchers and log collectors put
+Logs are read in blocks of whole lines, in bounded memory whatever their size (see `Parser.feed_block` for how a
+block is judged without a Python step per line); prefixes that launchers and log collectors put
 before each line (Open MPI `[1,0]<stdout>:`, `kubectl logs --timestamps` and `--prefix`, NCCL's own `[%F %T]`
 timestamps, Slurm `--label`) are ignored. --section N reads only the N-node run of a fastpath acceptance log (between
 its marker lines).
@@ -32,11 +33,18 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from itertools import accumulate, compress
 from pathlib import Path
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
+# Bytes read at a time. A block costs a few passes in C over it plus a Python step per distinct line shape, and
+# holds a few copies of itself and a list of its lines (about ten times its size at the peak): at 1 MiB the
+# resident set stays near 25 MB (8 MiB: 80 MB), and larger blocks were measured no faster.
+CHUNK = 1 << 20
+# Line shapes remembered between blocks (each a line of the log with its numbers zeroed).
+MAX_SHAPES = 1 << 14
 # Bounds on what is remembered per log, so memory does not grow with the log or with garbage in it.
 MAX_NAMES = 64  # distinct channel transports, network names, env variables
 MAX_RANKS = 1 << 17
@@ -181,6 +189,7 @@ class Parser:
         self.table: tuple[int, list[int]] | None = None  # columns of the nccl-tests header, busbw positions
         self.avg_sum = 0.0
         self.avg_count = 0
+        self.shapes: dict[bytes, Shape] = {}
 
     def feed(self, raw: str) -> None:
         line = strip_prefix(raw)
@@ -266,6 +275,134 @@ class Parser:
         if r.peak_busbw_gbps is None or (busbw, size) > (r.peak_busbw_gbps, r.peak_message_bytes or 0):
             r.peak_busbw_gbps, r.peak_message_bytes = busbw, size
 
+    def feed_block(self, block: bytes) -> None:
+        """Whole lines (ending in \\n, \\r\\n or \\r), with the same result as feeding them one at a time.
+
+        Most lines of a big log differ only in their numbers (ranks, pids, pointers), so the block is cut into lines
+        with their digits and `0x` pointers zeroed, which every pattern here treats alike (same length, same classes):
+        each distinct shape is judged once, by `feed` on one line of it (`Shape.of`), and what it does is applied once
+        per line of that shape. Only lines whose effect depends on their numbers or on their order (ranks, versions,
+        failures, the results table) are fed one at a time, in order."""
+        if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
+            self._feed_lines(block)  # lone CRs end lines too, as in a text-mode read: rare enough to go slowly
+            return
+        if PROTECTED[1] in block:  # the stand-in is in the log itself: it cannot tell P2P from it
+            self._feed_lines(block)
+            return
+        norm = HEX_POINTER.sub(_zero_pointer, block.replace(*PROTECTED)).translate(ZERO_DIGITS)
+        lines = norm.split(b"\n")
+        cache, judged = self.shapes, {}
+        for line, n in Counter(lines).items():
+            if (shape := cache.get(line)) is None:
+                if len(cache) >= MAX_SHAPES:
+                    cache.clear()
+                shape = cache[line] = Shape.of(line)
+            judged[line] = (shape, n)
+        if not self._order_free(judged.values()):
+            self._feed_lines(block)
+            return
+        for shape, n in judged.values():
+            shape.apply(self, n)
+        per_line = {line: n for line, (shape, n) in judged.items() if shape.per_line}
+        if not per_line:
+            return
+        slow = {line: n for line, n in per_line.items() if judged[line][0].slow}
+        if sum(slow.values()) <= MAX_FOUND and all(shape.in_bulk for shape, _ in judged.values()):
+            kinds = [any(shape.hits[kind] for shape, _ in judged.values()) for kind in range(3)]
+            self._read_in_bulk(block, norm, slow, kinds)
+        else:
+            self._read_line_by_line(block, lines, judged, set(per_line))
+
+    def _read_in_bulk(self, block: bytes, norm: bytes, slow: dict[bytes, int], kinds: list[bool]) -> None:
+        """Ranks, environment and nccl-tests ranks by one regex over the block each, for the `kinds` its shapes hold
+        (`Shape.in_bulk` made sure each match is one that `feed` takes, one per line); the few slow lines found by
+        their shape."""
+        r = self.r
+        for rank, nranks, complete in RANKS_BYTES.findall(block) if kinds[0] else ():
+            r.nranks = max(r.nranks or 0, int(nranks))
+            if complete and len(self.complete) < MAX_RANKS:
+                self.complete.add(int(rank))
+        for name, value in ENV_BYTES.findall(block) if kinds[1] else ():  # in order: the last value set wins
+            if name.decode() in r.env or len(r.env) < MAX_NAMES:
+                r.env[name.decode()] = value.decode()
+        for rank in TEST_RANK_BYTES.findall(block) if kinds[2] else ():
+            if len(self.test_ranks) < MAX_RANKS:
+                self.test_ranks.add(int(rank))
+        if not slow:
+            return
+        padded, starts = b"\n" + norm + b"\n", []
+        for line, n in slow.items():
+            needle, pos = b"\n" + line + b"\n", 0
+            for _ in range(n):
+                pos = padded.find(needle, pos) + 1
+                starts.append((pos - 1, len(line)))
+        for start, length in sorted(starts):
+            self.feed(block[start:start + length].decode("utf-8", "replace")[:MAX_LINE])
+
+    def _read_line_by_line(self, block: bytes, lines: list[bytes], judged: dict[bytes, tuple[Shape, int]],
+                           per_line: set[bytes]) -> None:
+        """The lines whose shapes need them, each in turn."""
+        starts = accumulate(map((1).__add__, map(len, lines)), initial=0)  # where each line starts in the block
+        vias: Counter[bytes] = Counter()
+        for start, line in compress(zip(starts, lines, strict=False), map(per_line.__contains__, lines)):
+            shape = judged[line][0]
+            if shape.via:
+                vias[block[start + shape.via[0]:start + shape.via[1]]] += 1
+                continue
+            raw = block[start:start + len(line)]
+            if shape.slow:
+                self.feed(raw.decode("utf-8", "replace")[:MAX_LINE])
+                continue
+            if shape.rank_at is not None:
+                if (m := TEST_RANK_BYTES.match(raw, shape.rank_at)) and len(self.test_ranks) < MAX_RANKS:
+                    self.test_ranks.add(int(m.group(1)))
+                continue
+            if shape.env_at:  # the last value set wins, so in order
+                a, b, c, d = shape.env_at
+                name, value, env = raw[a:b].decode("ascii"), raw[c:d].decode("ascii"), self.r.env
+                if name in env or len(env) < MAX_NAMES:
+                    env[name] = value
+                continue
+            # An init line: its one `rank N nranks M`, which `feed` would read (Shape.of checked there is one).
+            if m := RANKS_BYTES.search(raw):
+                self.r.nranks = max(self.r.nranks or 0, int(m.group(2)))
+                if shape.complete and len(self.complete) < MAX_RANKS:
+                    self.complete.add(int(m.group(1)))
+        for via, n in vias.items():
+            name = _transport_name(via.decode("ascii"))
+            if name in self.channels or len(self.channels) < MAX_NAMES:
+                self.channels[name] += n
+            if name.startswith("NET/"):
+                self.r.net_channels += n
+                self._network(name.split("/")[1])
+
+    def _order_free(self, judged: Iterable[tuple[Shape, int]]) -> bool:
+        """Whether applying the block's shapes out of line order gives what feeding its lines in order would: no
+        bounded collection fills up in this block, and no environment variable is set both by lines applied by
+        shape and by other lines, or to two values (the last one set wins)."""
+        channels, networks, by_shape, by_line = set(self.channels), set(self.networks), {}, set()
+        unsure, read_per_line = False, 0  # read_per_line: names that channels read line by line may add
+        for shape, _ in judged:
+            channels.add(shape.channel)
+            networks.add(shape.network)
+            read_per_line += 4 if shape.via else 0
+            if shape.env and (shape.slow or shape.env_at):
+                by_line.add(shape.env[0])  # a name with digits zeroed stands for several: none is set by shape
+                unsure = unsure or "0" in shape.env[0]
+            elif shape.env and by_shape.setdefault(shape.env[0], shape.env[1]) != shape.env[1]:
+                return False
+        channels.discard(None)
+        networks.discard(None)
+        return len(channels) + read_per_line <= MAX_NAMES and len(networks) + read_per_line <= MAX_NAMES \
+            and not by_line & by_shape.keys() and not (unsure and by_shape) \
+            and len(self.r.env.keys() | by_line | by_shape.keys()) + 4 * unsure < MAX_NAMES
+
+    def _feed_lines(self, block: bytes | str) -> None:
+        """The block one line at a time, split where a text-mode read splits (\\n, \\r\\n, \\r)."""
+        text = block if isinstance(block, str) else block.decode("utf-8", "replace")
+        for line in EOL.split(text):
+            self.feed(line[:MAX_LINE])
+
     def report(self) -> Report:
         r = self.r
         r.channels = dict(sorted(self.channels.items()))
@@ -300,6 +437,162 @@ class Parser:
                                 "NCCL_DEBUG_SUBSYS=INIT,NET)")
         r.gdr = any(c.endswith("GDRDMA") for c in self.channels if c.startswith("NET/"))
         return r
+
+
+ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
+# A pointer or id printed by %p / 0x%lx (`comm 0x55d0c8e000`): its hex letters are zeroed too, as digits are, so
+# that every rank's init lines share a shape. Only whole `0x...` words: no word of a marker is hex.
+HEX_POINTER = re.compile(rb"0x[0-9]*[a-f][0-9a-f]*(?![\w])")
+# NRANKS, INIT, ENV_SET and TEST_RANK over a block, where `\s` must not cross a line. Shape.of checks that they find
+# in a line what the str patterns find (lines with whitespace that only str knows as such are read by `feed`).
+RANKS_BYTES = re.compile(rb"rank (\d{1,9}) nranks (\d{1,9})( [^\n]*- Init COMPLETE)?")
+ENV_BYTES = re.compile(rb"(NCCL_\w{1,64}) set by environment to ([^\s]{0,200})")
+TEST_RANK_BYTES = re.compile(rb"#[^\S\n]+Rank[^\S\n]+(\d{1,9})[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid\b")
+RANKS_ANYWHERE = re.compile(rb"rank \d{1,9} nranks \d{1,9}")
+# Whitespace to str (strip, split, \s) but not to bytes patterns: lines holding them are read by `feed`.
+STR_ONLY_SPACE = re.compile(rb"[\x1c-\x1f]")
+# Past this many slow lines in a block, finding each by its shape costs more than walking the block's lines.
+MAX_FOUND = 64
+# `via P2P/...`, the transport of most channel lines, keeps its digit under a stand-in of the same length: zeroed, it
+# would be P0P and every such line would be read on its own. The 2 sits between two Ps, where no pattern here looks
+# for a digit, and the stand-in letter is a word character as 2 is, so every pattern matches the same.
+PROTECTED = (b"via P2P/", b"via PQP/")
+EOL = re.compile(r"\r\n|\r|\n")
+
+
+_WORD_BYTES = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_ZEROS = [b"0x" + b"0" * n for n in range(32)]  # %p and 0x%lx print at most 16 digits
+
+
+def _zero_pointer(m: re.Match[bytes]) -> bytes:
+    # A lookbehind in the pattern would cost sre its fast scan for `0x`, so the start of the word is checked here.
+    start = m.start()
+    if start and m.string[start - 1] in _WORD_BYTES:
+        return m.group()
+    digits = m.end() - start - 2
+    return _ZEROS[digits] if digits < len(_ZEROS) else b"0x" + b"0" * digits
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What every line of one shape (its digits and pointers zeroed) does to a `Parser`, learnt from one of them."""
+
+    nccl_lines: int = 0
+    channel: str | None = None
+    network: str | None = None
+    link_layers: frozenset[str] = frozenset()
+    env: tuple[str, str] | None = None
+    nranks: bool = False  # carries a rank and nranks, read from each line
+    complete: bool = False  # ... and says Init COMPLETE
+    via: tuple[int, int] | None = None  # where a channel line's `via` text is, when its name holds digits
+    env_at: tuple[int, int, int, int] | None = None  # where the variable and its value are, when they hold digits
+    rank_at: int | None = None  # where nccl-tests' `#  Rank N` starts
+    slow: bool = False  # fed line by line: its effect depends on its numbers or on what came before
+    hits: tuple[int, int, int] = (0, 0, 0)  # matches of RANKS_ANYWHERE, ENV_BYTES, TEST_RANK_BYTES in the line
+
+    @property
+    def in_bulk(self) -> bool:
+        """Whether the block-wide regexes of `Parser._read_in_bulk` find in lines of this shape exactly what `feed`
+        takes from them: nothing in a line fed whole, one match where `feed` reads one."""
+        ranks, env, tests = self.hits
+        if self.via is not None:
+            return False
+        if self.slow:
+            return ranks == env == tests == 0
+        return (ranks, env, tests) == (int(self.nranks), int(self.env is not None), int(self.rank_at is not None))
+
+    @property
+    def per_line(self) -> bool:
+        return self.slow or self.nranks or self.via is not None or self.env_at is not None \
+            or self.rank_at is not None
+
+    @classmethod
+    def of(cls, shape: bytes) -> Shape:
+        hits = (len(RANKS_ANYWHERE.findall(shape)), len(ENV_BYTES.findall(shape)), len(TEST_RANK_BYTES.findall(shape)))
+        return replace(cls._judge(shape), hits=hits)
+
+    @classmethod
+    def _judge(cls, shape: bytes) -> Shape:
+        """Feed the shape to a fresh parser and keep what it did when that is the same for every line of the shape
+        (no value holding a digit, which the shape has zeroed) and does not depend on order; else `slow`."""
+        slow = cls(slow=True)
+        if not shape.isascii() or len(shape) > MAX_LINE or STR_ONLY_SPACE.search(shape):
+            return slow
+        text = shape.decode("ascii")
+        line = strip_prefix(text)
+        if line[:1].isdigit():  # a results row: what it gives depends on the table header before it
+            return slow
+        probe = Parser()
+        unset = probe.r.socket_interfaces  # compared by identity: a line may set it to an empty list
+        probe.feed(text)
+        r, blank = probe.r, Report()
+        if r.socket_interfaces is not unset or (r.nccl_version, r.failures, r.ofi_provider, probe.table,
+                                                probe.avg_count, r.peak_busbw_gbps) != (
+                blank.nccl_version, blank.failures, blank.ofi_provider, None, 0, None):
+            return slow
+        lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
+        if probe.test_ranks:  # a line of nccl-tests' device list (a comment: nothing else): its rank, per line
+            return cls(rank_at=lead) if TEST_RANK_BYTES.match(shape, lead) else slow
+        channel = next(iter(probe.channels), None)
+        if channel and channel.startswith("PQP/"):
+            channel = "P2P/" + channel[4:]
+        network = next(iter(probe.networks), None)
+        env = next(iter(r.env.items()), None)
+        if channel and "0" in channel and (m := CHANNEL.search(line)):  # read from each line, at the same place
+            return cls(nccl_lines=r.nccl_lines, via=(lead + m.start(1), lead + m.end(1)))
+        if any("0" in value for value in (channel or "", network or "")):
+            return cls(slow=True, env=env)
+        if env and "0" in "".join(env) and (m := ENV_SET.search(line)) and not probe.complete and r.nranks is None:
+            return cls(nccl_lines=r.nccl_lines, network=network, link_layers=frozenset(probe.link_layers), env=env,
+                       env_at=(lead + m.start(1), lead + m.end(1), lead + m.start(2), lead + m.end(2)))
+        if env and "0" in "".join(env):
+            return cls(slow=True, env=env)
+        nranks = r.nranks is not None
+        if nranks and len(NRANKS.findall(line)) != 1:
+            return cls(slow=True, env=env)
+        return cls(nccl_lines=r.nccl_lines, channel=channel, network=network,
+                   link_layers=frozenset(probe.link_layers), env=env, nranks=nranks, complete=bool(probe.complete))
+
+    def apply(self, parser: Parser, n: int) -> None:
+        """What `n` lines of this shape do, but for their ranks (read per line) and for slow shapes."""
+        if self.slow:
+            return
+        r = parser.r
+        r.nccl_lines += self.nccl_lines * n
+        if self.channel:
+            parser.channels[self.channel] += n
+            if self.channel.startswith("NET/"):
+                r.net_channels += n
+        if self.network:
+            parser.networks.add(self.network)
+        parser.link_layers |= self.link_layers
+        if self.env:
+            r.env[self.env[0]] = self.env[1]
+
+
+def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
+    """A log in blocks of whole lines of about `chunk_size` bytes, for `Parser.feed_block`. A line longer than
+    MAX_LINE characters comes alone, as a str cut to MAX_LINE, and the rest of it is skipped, not held."""
+    # The first MAX_LINE characters lie within this many bytes, however they are encoded.
+    longest = 4 * MAX_LINE
+    with open(path, "rb") as f:
+        carry, skipping = b"", False
+        while chunk := f.read(chunk_size):
+            if skipping:  # the rest of a long line, up to its end
+                ends = [i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0]
+                if not ends:
+                    continue
+                chunk, skipping = chunk[min(ends):], False
+            buf = carry + chunk if carry else chunk
+            last = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+            if last >= 0:
+                yield buf[:last + 1]
+            carry = buf[last + 1:]
+            if len(carry) > longest:
+                yield carry[:longest].decode("utf-8", "replace")[:MAX_LINE]
+                carry, skipping = b"", True
+        if carry:
+            yield carry
 
 
 def read_lines(path: Path) -> Iterator[str]:
@@ -338,6 +631,52 @@ def parse(lines: Iterable[str], section: int | None = None) -> tuple[Report, boo
         if inside:
             parser.feed(line)
     return parser.report(), found
+
+
+def parse_files(paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK) -> tuple[Report, bool]:
+    """`parse` of the logs' lines, read in blocks: the same report, at the speed of a few passes in C over the log."""
+    parser = Parser()
+
+    def blocks() -> Iterator[bytes | str]:
+        for path in paths:
+            yield from read_blocks(path, chunk_size)
+
+    if section is None:
+        for block in blocks():
+            parser.feed(block) if isinstance(block, str) else parser.feed_block(block)
+        return parser.report(), True
+    begin, end = SECTION_BEGIN.format(n=section), SECTION_END.format(n=section)
+    found = inside = False
+    for block in blocks():
+        for lines, marker in _around_markers(block):
+            if marker is None:
+                if inside:
+                    parser.feed(lines) if isinstance(lines, str) else parser.feed_block(lines)
+                continue
+            if (stripped := strip_prefix(marker)) == begin:
+                parser, found, inside = Parser(), True, True
+            elif stripped == end and inside:
+                return parser.report(), found
+            elif inside:
+                parser.feed(marker)
+    return parser.report(), found
+
+
+def _around_markers(block: bytes | str) -> Iterator[tuple[bytes | str, str | None]]:
+    """A block as runs of lines without a section marker, (lines, None), and the lines holding one, ("", line)."""
+    if isinstance(block, str):  # one long line
+        yield ("", block) if "fastpath-acceptance:" in block else (block, None)
+        return
+    pos = 0
+    while (hit := block.find(b"fastpath-acceptance:", pos)) >= 0:
+        start = max(block.rfind(b"\n", pos, hit), block.rfind(b"\r", pos, hit), pos - 1) + 1
+        stop = min(i for i in (block.find(b"\n", hit), block.find(b"\r", hit), len(block)) if i >= 0)
+        if start > pos:
+            yield block[pos:start], None
+        yield "", block[start:stop].decode("utf-8", "replace")[:MAX_LINE]
+        pos = stop + (2 if block.startswith(b"\r\n", stop) else 1)
+    if pos < len(block):
+        yield block[pos:], None
 
 
 def parse_text(text: str, section: int | None = None) -> Report:
@@ -475,13 +814,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     current: list[Path] = []
 
-    def lines() -> Iterator[str]:
+    def paths() -> Iterator[Path]:
         for path in args.logs:
             current[:] = [path]
-            yield from read_lines(path)
+            yield path
 
     try:
-        report, found = parse(lines(), args.section)
+        report, found = parse_files(paths(), args.section)
     except OSError as err:
         print(f"{current[0] if current else ''}: cannot read log: {err.strerror or err}", file=sys.stderr)
         return 2
