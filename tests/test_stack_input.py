@@ -149,7 +149,7 @@ def test_any_unexpected_error_is_one_line_and_exit_2(tmp_path, capsys, monkeypat
     def boom(stack):
         raise KeyError("surprise")
 
-    monkeypatch.setattr(render, "render_files", boom)
+    monkeypatch.setattr(render, "render_stack", boom)
     code, err = render_cli(tmp_path, capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "KeyError" in err
 
