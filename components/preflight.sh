@@ -68,6 +68,9 @@ else
   ok "$verbs RDMA devices"
 fi
 
+if [ -n "${PREFLIGHT_HCAS:-}" ] && [ "$verbs" -gt 0 ] && [ "$(count "$SYS/class/infiniband/*")" -eq 0 ]; then
+  fail "the pod has RDMA devices but sees no HCA in $SYS/class/infiniband: the node's RDMA subsystem is in exclusive network-namespace mode (ib_core netns_mode=0, left by an earlier SR-IOV setup); set it back to shared (rdma system set netns shared) on the node"
+fi
 for hca in ${PREFLIGHT_HCAS:-}; do
   if [ ! -e "$SYS/class/infiniband/$hca" ]; then
     fail "HCA $hca not present: NCCL_IB_HCA names it; check the host HCA names (ibdev2netdev) in fabric.rails"
@@ -89,7 +92,7 @@ done
 for iface in ${PREFLIGHT_INTERFACES:-}; do
   state=$(cat "$SYS/class/net/$iface/operstate" 2>/dev/null || echo missing)
   if [ "$state" = missing ]; then
-    fail "interface $iface missing: the Multus networks annotation or its NetworkAttachmentDefinition is wrong"
+    fail "interface $iface missing: the Multus networks annotation or its NetworkAttachmentDefinition is wrong (on the host network: fabric.rails[].interface names no netdev of this node)"
   elif [ "$state" != up ] && [ "$state" != unknown ]; then
     fail "interface $iface is $state: the rail link is down on this node"
   elif [ ! -r "$PROC/net/route" ] || [ ! -r "$PROC/net/fib_trie" ]; then
@@ -106,6 +109,8 @@ if [ -n "${PREFLIGHT_BOOTSTRAP:-}" ]; then
   state=$(cat "$SYS/class/net/$iface/operstate" 2>/dev/null || echo missing)
   if [ "$state" = missing ]; then
     fail "node interface $iface missing: NCCL_SOCKET_IFNAME names it (fabric.podInterface); on the host network it must be the GPU nodes' primary interface"
+  elif [ "$state" != up ] && [ "$state" != unknown ]; then
+    fail "node interface $iface is $state: NCCL bootstrap and gloo cannot use it (fabric.podInterface)"
   elif [ -z "$(ipv4_of "$iface")" ]; then
     fail "node interface $iface has no IPv4 address: NCCL bootstrap and gloo cannot use it (fabric.podInterface)"
   else

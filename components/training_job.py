@@ -445,13 +445,19 @@ def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm
     env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
     if hcas and (layer := fab.kind_row.link_layer) is not None:
         env["PREFLIGHT_LINK_LAYER"] = layer
-    env.update({"PREFLIGHT_INTERFACES": " ".join(wiring.interfaces), "PREFLIGHT_SHM_BYTES": str(shm_gib * 2**30)})
+    # The interfaces whose addresses NCCL uses on the rails: the pod's own (net1..), or on the host network of a
+    # RoCE cluster the node's rail netdevs, whose IPv4 addresses are the GIDs NCCL picks (without one it falls back
+    # to the link-local GID 0, which does not route between leaves). InfiniBand verbs need no rail address.
+    rail_ifaces = list(wiring.interfaces)
+    if wiring.host_network and fab.kind == "roce":
+        rail_ifaces = [rail.host_interface for rail in wiring.rails if rail.host_interface]
+    env.update({"PREFLIGHT_INTERFACES": " ".join(rail_ifaces), "PREFLIGHT_SHM_BYTES": str(shm_gib * 2**30)})
     if wiring.host_network:
         env["PREFLIGHT_BOOTSTRAP"] = fab.pod_interface
-    if fab.kind == "roce" and hcas and wiring.interfaces:
+    if fab.kind == "roce" and hcas and rail_ifaces:
         # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
         env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
-                                              for iface, rail in zip(wiring.interfaces, wiring.rails, strict=True))
+                                              for iface, rail in zip(rail_ifaces, wiring.rails, strict=True))
     return env
 
 
@@ -518,7 +524,8 @@ if [ -n "${FASTPATH_MAX_STARTS:-}" ]; then
   starts=$(python -c 'import datetime, os, torch.distributed as d
 host, port = os.environ["PET_RDZV_ENDPOINT"].rsplit(":", 1)
 store = d.TCPStore(host, int(port), is_master=False, timeout=datetime.timedelta(seconds=600))
-print(store.add("fastpath/starts/" + os.environ.get("HOSTNAME", "pod"), 1))' 2>/dev/null) || starts=0
+key = os.environ.get("FASTPATH_POD") or os.environ.get("HOSTNAME", "pod")
+print(store.add("fastpath/starts/" + key, 1))' 2>/dev/null) || starts=0
   if [ "$starts" -gt "$FASTPATH_MAX_STARTS" ]; then
     echo "fastpath: this pod started $starts times (at most $FASTPATH_MAX_STARTS): failing the job" >&2; exit 1
   fi
@@ -619,6 +626,10 @@ def pytorch_job(r: Resolved) -> dict:
         # --local-addr from PET_LOCAL_ADDR (torch/distributed/run.py, action=env); the pod IP is the node's.
         template["spec"]["containers"][0]["env"].append(
             {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+        # The start budget is per pod; on the host network HOSTNAME is the node's name, shared by whichever pod
+        # lands there next.
+        template["spec"]["containers"][0]["env"].append(
+            {"name": "FASTPATH_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     # torchrun takes up to 30 s to stop its workers on SIGTERM: room for that before the kubelet's SIGKILL.
     template["spec"]["terminationGracePeriodSeconds"] = 90
     body: dict = {
@@ -970,7 +981,7 @@ def contract(r: Resolved) -> dict:
         "replicas": f"{size} x {r.gpus} GPUs",
         "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
         "transport": r.wiring.transport,
-        "networks": [rail.network for rail in r.wiring.rails],
+        "networks": [rail.network for rail in r.wiring.rails if rail.network is not None],
         "rdmaResources": dict(r.wiring.resources),
         "capabilities": list(r.wiring.capabilities),
         "shm": f"{r.shm_gib}Gi of {r.memory_gib}Gi memory limit",

@@ -82,8 +82,17 @@ def test_pod_wiring_per_attachment(kind, attachment):
     else:
         assert "dnsPolicy" not in pod["spec"] and "PET_LOCAL_ADDR" not in env
         assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
-    assert env["PREFLIGHT_INTERFACES"] == (" ".join(f"net{i + 1}" for i in range(len(DGX)))
-                                           if row.secondary_network else "")
+    rail_ifaces = ""
+    if row.secondary_network:
+        rail_ifaces = " ".join(f"net{i + 1}" for i in range(len(DGX)))
+    elif row.host_network and kind == "roce":  # the node's rail netdevs carry the addresses behind the GIDs
+        rail_ifaces = " ".join(f"ibp{i}s0" for i in range(len(DGX)))
+    assert env["PREFLIGHT_INTERFACES"] == rail_ifaces
+    if kind == "roce" and row.host_hca_names:
+        assert env["PREFLIGHT_ROCE_GIDS"] == " ".join(f"{i}:{h}" for i, h in zip(rail_ifaces.split(), DGX, strict=True))
+    # The contract (the stack output `jobs`, SUMMARY.md) names only networks that exist.
+    assert training_job.contract(r)["networks"] == [rl.network for rl in r.wiring.rails if rl.network]
+    assert None not in training_job.contract(r)["networks"]
     if row.host_hca_names:
         assert env["PREFLIGHT_LINK_LAYER"] == kinds.KINDS[kind].link_layer
     assert r.wiring.transport == kinds.KINDS[kind].transport
@@ -139,3 +148,21 @@ def test_every_kind_and_attachment_is_one_row():
     assert {r.transport for r in kinds.KINDS.values()} <= set(kinds.TRANSPORTS)
     for row in kinds.KINDS.values():
         assert row.rails == bool(row.attachments)
+
+
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
+def test_every_row_renders_through_the_program(kind, attachment):
+    """The whole program under the mocks (the stack outputs, the SUMMARY tables), not only the builders: a row
+    whose rails have no network or no subnet must still render."""
+    from tools import render
+
+    p = stack_platform("prod-ib")
+    p["fabric"] = platform_with(kind, attachment).fabric.to_config()
+    p["components"] = {**p.get("components", {}), "networkOperator": True}
+    jobs = [{"name": f"job-{fw}", "framework": fw, "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+             "command": ["python", "train.py"], "nodes": 2} for fw in ("pytorch", "mpi", "tensorflow")]
+    run = render.run_program("prod-ib", extra_config={"fastpath:platform": p, "fastpath:jobs": jobs})
+    contracts = run.outputs["jobs"]
+    assert sorted(contracts) == ["job-mpi", "job-pytorch", "job-tensorflow"]
+    assert all(None not in c["networks"] for c in contracts.values())
+    assert run.outputs["profile"]["transport"] == kinds.KINDS[kind].transport

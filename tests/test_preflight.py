@@ -178,16 +178,27 @@ def test_hca_port_state_and_link_layer(tmp_path, layers, line):
 
 # rdma-only and hostnetwork pods have no rail interfaces; on the host network the bootstrap interface is the
 # node's own, named by fabric.podInterface, and a wrong name is NCCL failing at bootstrap.
-@pytest.mark.parametrize(("bootstrap", "line"), [
-    ("net1", None),
-    ("bond0", "node interface bond0 missing"),
-    ("net2", "node interface net2 has no IPv4 address"),
-], ids=["present", "missing", "no-address"])
-def test_host_network_bootstrap_interface(tmp_path, bootstrap, line):
-    env = tree(tmp_path, addresses=("net1",))
+@pytest.mark.parametrize(("bootstrap", "states", "line"), [
+    ("net1", None, None),
+    ("bond0", None, "node interface bond0 missing"),
+    ("net2", None, "node interface net2 has no IPv4 address"),
+    # a bond that lost its links keeps its address: the state says it cannot carry bootstrap
+    ("net1", {"net1": "down", "net2": "up"}, "node interface net1 is down"),
+], ids=["present", "missing", "no-address", "down"])
+def test_host_network_bootstrap_interface(tmp_path, bootstrap, states, line):
+    env = tree(tmp_path, addresses=("net1",), ifaces=states)
     res = run({**env, "PREFLIGHT_INTERFACES": "", "PREFLIGHT_BOOTSTRAP": bootstrap})
     fails = [x for x in res.stdout.splitlines() if x.startswith("preflight FAIL")]
     if line is None:
         assert res.returncode == 0 and "bootstrap interface net1 with 10.100.0.5" in res.stdout, res.stdout
     else:
         assert res.returncode == 1 and len(fails) == 1 and line in fails[0], res.stdout
+
+
+def test_exclusive_rdma_netns_mode_is_named(tmp_path):
+    """A node left in exclusive RDMA namespace mode (ib_core netns_mode=0, as SR-IOV setups leave it) shows a pod
+    its verbs devices but no HCA in /sys/class/infiniband: the preflight names the node setting, not the HCAs."""
+    env = tree(tmp_path, hcas=())
+    res = run(env)
+    fails = [x for x in res.stdout.splitlines() if x.startswith("preflight FAIL")]
+    assert res.returncode == 1 and "exclusive network-namespace mode" in fails[0], res.stdout
