@@ -33,6 +33,7 @@ Choices an experienced reader may look for:
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -61,6 +62,9 @@ FRAMEWORKS = ("torch", "mpi", "plain")
 GPU_RESOURCE = "nvidia.com/gpu"
 CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU_RESOURCE)
 JOB_NAME_ENV = "FASTPATH_TRAINJOB"
+# Platform-owned names that set how much NCCL logs, not how it reaches the fabric: fastpath's own jobs raise them
+# (debugNccl, the acceptance run, whose log ncclcheck reads), so a TrainJob changing them takes no wiring away.
+LOGGING_ENV = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")
 
 
 @dataclass(frozen=True)
@@ -369,7 +373,12 @@ _SUFFIX: dict[str, int | Fraction] = {
 
 def quantity(value: object) -> Fraction:
     """A Kubernetes quantity as an exact number (`64Gi`, `500m`, 8)."""
-    m = _QUANTITY.match(str(value))
+    return _quantity(str(value))
+
+
+@functools.lru_cache(maxsize=4096)  # the linter compares the same few quantities for every TrainJob of a runtime
+def _quantity(value: str) -> Fraction:
+    m = _QUANTITY.match(value)
     if not m or m.group(2) not in _SUFFIX:
         raise ValueError(f"not a quantity: {value!r}")
     return Fraction(m.group(1)) * _SUFFIX[m.group(2)]
@@ -381,6 +390,16 @@ def _format(q: Fraction, name: str) -> str | int:
     if name == "memory" and q % 2**30 == 0:
         return f"{q // 2**30}Gi"
     return int(q)
+
+
+def _copy(value: Any) -> Any:
+    """copy.deepcopy for the JSON-shaped data a runtime is, several times faster: the linter merges every
+    TrainJob into its runtime."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def merge_resources(base: dict, override: dict) -> dict:
@@ -441,7 +460,7 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
     trainer = tj.get("trainer") or {}
     rt = runtime["spec"]
     template = rt.get("template") or {}
-    spec = copy.deepcopy(template.get("spec") or {})
+    spec = _copy(template.get("spec") or {})
     annotations = dict((template.get("metadata") or {}).get("annotations") or {})
     for patch in tj.get("runtimePatches") or []:
         tpl = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
@@ -606,8 +625,9 @@ def _capabilities(container: dict) -> list[str]:
     return ((container.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
 
 
-def override_problems(train_job: dict, runtime: dict) -> list[str]:
-    """Each way the pods of `train_job` lost fabric wiring `runtime` gave them, as `cause: consequence; fix`."""
+def override_problems(train_job: dict, runtime: dict, derived: dict | None = None) -> list[str]:
+    """Each way the pods of `train_job` lost fabric wiring `runtime` gave them, as `cause: consequence; fix`.
+    `derived`: effective_jobset(train_job, runtime), when the caller has it already."""
     where = f"TrainJob {train_job['metadata']['name']}"
     trainer = (train_job.get("spec") or {}).get("trainer") or {}
     found: list[str] = []
@@ -620,7 +640,7 @@ def override_problems(train_job: dict, runtime: dict) -> list[str]:
                          f"(it reads the TrainJob's resourcesPerNode alone) and starts one process per node on "
                          f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
                          f"numProcPerNode")
-    derived = effective_jobset(train_job, runtime)
+    derived = derived if derived is not None else effective_jobset(train_job, runtime)
     for original, rjob in zip(runtime["spec"]["template"]["spec"]["replicatedJobs"],
                               derived["jobset"]["replicatedJobs"], strict=True):
         before, after = original["template"]["spec"]["template"], rjob["template"]["spec"]["template"]
@@ -679,7 +699,7 @@ def override_problems(train_job: dict, runtime: dict) -> list[str]:
             benv = {e["name"]: e.get("value") for e in bc.get("env") or []}
             aenv = {e["name"]: e.get("value") for e in ac.get("env") or []}
             for var in PLATFORM_OWNED:
-                if var in benv and aenv.get(var) != benv[var]:
+                if var in benv and var not in LOGGING_ENV and aenv.get(var) != benv[var]:
                     found.append(f"{name}: env {var}={aenv.get(var)!r} replaces the runtime's {benv[var]!r} "
                                  f"(env is merged by name); remove it from the TrainJob or ask for a runtime "
                                  f"with that value")

@@ -1,10 +1,17 @@
 """The CrossGuard policies, built from the rule catalogue. Importable (tests use it); __main__.py only hands
-them to PolicyPack, which serves them and never returns."""
+them to PolicyPack, which serves them and never returns.
+
+A rule is a resource policy: CrossGuard hands it one resource at a time, which is all most rules need. A rule that
+needs the objects an object names (`stack` in its metadata: a TrainJob's runtime) is a stack policy instead, which
+CrossGuard runs once with every resource of the stack, and the kinds it judges (TrainJob) are judged there only:
+a TrainJob's pods are its runtime's, so a resource policy seeing the TrainJob alone would judge a fragment. The
+stack policy reports the other rules' findings on those objects too, each prefixed with its rule id, at the rule's
+default settings (CrossGuard gives a policy only its own config); its own exemptions apply to all of them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -14,30 +21,67 @@ from pulumi_policy import (
     ResourceRemediation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
-from policies.rules import ADVISORY, MANDATORY, RULES, Rule, evaluate, normalize
+from policies.rules import ADVISORY, MANDATORY, RULES, Rule, claim_index, evaluate, exempt, normalize, plan
+from policies.runtimes import RUNTIME_KINDS, RuntimeIndex
 
 LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVISORY}
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+# Kinds judged only with the whole stack in view, by the stack policies.
+STACK_KINDS: frozenset[str] = frozenset(kind for r in RULES if r.stack for kind in r.kinds or ())
+# What a stack policy reads besides the kinds it judges: the runtimes TrainJobs name, the claims pods mount.
+PEER_KINDS = frozenset(RUNTIME_KINDS) | {"PersistentVolumeClaim"}
+
+
+def _object(resource_type: str, props: Mapping[str, Any]) -> dict | None:
+    if not resource_type.startswith("kubernetes:"):
+        return None
+    obj = normalize(props)  # the one place engine props become plain dicts with integers
+    return obj if obj.get("kind") else None
 
 
 def _kubernetes_object(args: ResourceValidationArgs) -> dict | None:
-    if not args.resource_type.startswith("kubernetes:"):
-        return None
-    obj = normalize(args.props)  # the one place engine props become plain dicts with integers
-    return obj if obj.get("kind") else None
+    return _object(args.resource_type, args.props)
 
 
 def validator(rule: Rule, level: str) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         obj = _kubernetes_object(args)
-        if obj is None:
+        if obj is None or obj["kind"] in STACK_KINDS:  # judged by the stack policies, with what they name
             return
         config = {rule.id: {**dict(args.get_config()), "enforcementLevel": rule.level}}
         for v in evaluate(obj, config, rules=[rule]):
             if v.level == level:
                 report_violation(v.message, None)
+
+    return validate
+
+
+def stack_validator(rule: Rule, level: str) -> Callable[[StackValidationArgs, ReportViolation], None]:
+    """The stack half: every object of the rule's kinds judged with the rest of the stack in view (a TrainJob by
+    the pods its runtime gives it), reported on its own URN; `level` picks the mandatory or the advisory findings."""
+    kinds = rule.kinds or frozenset()
+
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        objects = []
+        for resource in args.resources:
+            # Read the kind off the proxy first: normalizing every resource of a large stack costs more than
+            # judging the few that matter.
+            if resource.resource_type.startswith("kubernetes:") and resource.props.get("kind") in kinds | PEER_KINDS:
+                if (obj := _object(resource.resource_type, resource.props)) is not None:
+                    objects.append((resource.urn, obj))
+        peers = [obj for _, obj in objects]
+        claims, runtimes, checks = claim_index(peers), RuntimeIndex(peers), plan()
+        settings = dict(args.get_config())
+        for urn, obj in objects:
+            if obj["kind"] not in kinds or exempt(obj, settings):
+                continue
+            for v in evaluate(obj, claims=claims, checks=checks, runtimes=runtimes):
+                if (v.level == ADVISORY) == (level == ADVISORY):
+                    report_violation(v.message if v.rule == rule.id else f"{v.rule}: {v.message}", urn)
 
     return validate
 
@@ -74,6 +118,17 @@ def config_schema(rule: Rule) -> PolicyConfigSchema:
 def policies() -> list[Policy]:
     out: list[Policy] = []
     for rule in RULES:
+        if rule.stack:
+            out.append(StackValidationPolicy(
+                name=rule.id, description=f"{rule.title}. {rule.description}",
+                validate=stack_validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
+                config_schema=config_schema(rule), remediation_steps=rule.remediation))
+            if rule.mixed:
+                out.append(StackValidationPolicy(
+                    name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",
+                    validate=stack_validator(rule, ADVISORY), enforcement_level=EnforcementLevel.ADVISORY,
+                    config_schema=config_schema(rule), remediation_steps=rule.remediation))
+            continue
         out.append(ResourceValidationPolicy(
             name=rule.id, description=f"{rule.title}. {rule.description}",
             validate=validator(rule, rule.level), enforcement_level=LEVELS[rule.level],

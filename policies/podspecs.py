@@ -204,9 +204,21 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
     return out
 
 
+def jobset_templates(replicated_jobs: Any) -> Extracted:
+    """The pod templates of a runtime's JobSet spec as the trainer controller fills it in for a TrainJob
+    (components.trainer_v2_runtime.effective_jobset: parallelism set to each job's pod count), at the paths and
+    with the roles the runtime's own templates have, so a finding reads the same on both."""
+    r = _Reader()
+    return Extracted(_jobset_jobs(r, replicated_jobs, RUNTIME_JOBS), r.problems)
+
+
+RUNTIME_JOBS = "spec.template.spec.replicatedJobs"
+
+
 def _train_job(r: _Reader, spec: dict) -> list[PodTemplate]:
     """TrainJob carries no pod template: its trainer (image, command, env, resourcesPerNode) is what the node
-    pods get on top of the runtime's template."""
+    pods get on top of the runtime's template. This is what is judged when the runtime is not among the objects
+    checked (policies/runtimes.py pairs the two when it is)."""
     trainer = r.mapping(spec.get("trainer"), "spec.trainer")
     if not trainer:
         return []
@@ -319,7 +331,7 @@ def extract(obj: dict) -> Extracted:
     elif kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
         num_nodes = r.mapping(spec.get("mlPolicy"), "spec.mlPolicy").get("numNodes")
         inner = r.mapping(r.mapping(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
-        tpls = _jobset_jobs(r, inner.get("replicatedJobs"), "spec.template.spec.replicatedJobs",
+        tpls = _jobset_jobs(r, inner.get("replicatedJobs"), RUNTIME_JOBS,
                             r.count(num_nodes, "spec.mlPolicy.numNodes") if num_nodes is not None else None)
     elif kind == "JobSet":
         tpls = _jobset_jobs(r, spec.get("replicatedJobs"), "spec.replicatedJobs")

@@ -9,6 +9,7 @@ with its metadata by `@rule` right above it. The CrossGuard pack (policies/pack.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import posixpath
@@ -22,8 +23,10 @@ from components import nccl
 from components.config import image_problem
 from components.fabric import NETWORKS_ANNOTATION
 from components.profile import normalize as _normalize
+from components.trainer_v2_runtime import override_problems
 from policies.podspecs import (
     REPLICA_SPECS,
+    Extracted,
     PodTemplate,
     clean_container,
     extract,
@@ -32,6 +35,7 @@ from policies.podspecs import (
     total_replicas,
     walk,
 )
+from policies.runtimes import MERGE_ERRORS, Pairing, RuntimeIndex, pair
 
 MANDATORY, ADVISORY, DISABLED, REMEDIATE = "mandatory", "advisory", "disabled", "remediate"
 LEVELS = (ADVISORY, MANDATORY, REMEDIATE, DISABLED)  # CrossGuard's (pulumi apitype.EnforcementLevel)
@@ -140,6 +144,7 @@ class Context:
     claims: dict[tuple[str, str], dict]  # (namespace, name) -> PersistentVolumeClaim among the checked objects
     problems: list[str] = field(default_factory=list)  # what the extractor could not read (podspecs.extract)
     known_kind: bool = True
+    pairing: Pairing | None = None  # a TrainJob's runtime, and whether its pods are the templates judged
     # rank_env and rank_literals per container, by identity: the extracted containers live as long as the context.
     envs: dict[int, tuple[dict[str, str | None], dict[str, str]]] = field(default_factory=dict)
 
@@ -167,6 +172,13 @@ class Rule:
     kinds: frozenset[str] | None = None  # the only kinds it can flag; None: any kind
     pods: bool = True  # it judges pod templates only, so an object without any cannot fail it
     remediate: Callable[[dict], dict | None] | None = None  # the automatic fix under enforcementLevel remediate
+    # It reads nothing of a pod beyond one container and the object itself (image, env, a container's GPUs against
+    # the declared processes, what could not be read), so it also judges a TrainJob's trainer alone when the runtime
+    # holding the rest of the pod is not among the objects. The other rules wait for the runtime.
+    trainer_alone: bool = False
+    # It needs objects beside the one it flags (a TrainJob's runtime): CrossGuard, which hands a resource policy one
+    # resource at a time, runs it as a stack policy over the whole stack (policies/pack.py).
+    stack: bool = False
 
 
 Check = Callable[["Context"], Iterator["Finding"]]
@@ -175,7 +187,8 @@ RULES: list[Rule] = []  # the catalogue, in the order `@rule` meets the checks (
 
 def rule(id: str, title: str, *, level: str, description: str, remediation: str, params: dict | None = None,
          mixed: bool = False, kinds: Iterable[str] | None = None, pods: bool = True,
-         remediate: Callable[[dict], dict | None] | None = None) -> Callable[[Check], Check]:
+         remediate: Callable[[dict], dict | None] | None = None, trainer_alone: bool = False,
+         stack: bool = False) -> Callable[[Check], Check]:
     """Register the decorated check in RULES with its metadata, which the pack, the linter and the generated
     README all read from there."""
 
@@ -183,7 +196,7 @@ def rule(id: str, title: str, *, level: str, description: str, remediation: str,
         if any(known.id == id for known in RULES):
             raise ValueError(f"rule id {id!r} is registered twice")
         RULES.append(Rule(id, title, description, level, check, remediation, dict(params or {}), mixed,
-                          frozenset(kinds) if kinds is not None else None, pods, remediate))
+                          frozenset(kinds) if kinds is not None else None, pods, remediate, trainer_alone, stack))
         return check
 
     return register
@@ -597,7 +610,7 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
 
 @rule("nccl-int-values", "Integer NCCL variables hold integers", level=MANDATORY,
       description="NCCL parses integer variables with strtoll: `true` or text silently becomes 0.",
-      remediation="give the variable an integer (1 or 0, not true or false)")
+      remediation="give the variable an integer (1 or 0, not true or false)", trainer_alone=True)
 def nccl_int_values(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -687,7 +700,7 @@ def hostnetwork_dns(ctx: Context) -> Iterator[Finding]:
       description="Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the "
                   "nearest known name) are advisory. Source: NCCL v2.30.7's own list.",
       remediation="drop removed variables, rename deprecated ones, correct misspelt ones",
-      mixed=True)
+      mixed=True, trainer_alone=True)
 def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -705,7 +718,8 @@ def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
 
 @rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging", level=ADVISORY,
       description="TRACE is for debugging sessions; exempt those with a label.",
-      remediation="use NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS, or exempt debugging workloads by label")
+      remediation="use NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS, or exempt debugging workloads by label",
+      trainer_alone=True)
 def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -715,8 +729,9 @@ def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
                               "or label the workload as debugging")
 
 
-def _gang_covered(obj: dict, tpls: list[PodTemplate]) -> str | None:
-    """Why the workload is gang-scheduled, or None."""
+def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = None) -> str | None:
+    """Why the workload is gang-scheduled, or None. A TrainJob's PodGroup is its runtime's podGroupPolicy
+    (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go), when the runtime was seen."""
     total = total_replicas(tpls)
     spec = _d(obj.get("spec"))
     labels = _d(_d(obj.get("metadata")).get("labels"))
@@ -727,7 +742,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate]) -> str | None:
             return "unknown"  # judgeable reports the unreadable number
         return "volcano" if (_int(spec.get("minAvailable")) or 0) >= total else None
     if obj.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime", "TrainJob"):
-        pgp = _d(spec.get("podGroupPolicy"))
+        pgp = _d(_d(runtime.get("spec")).get("podGroupPolicy") if runtime is not None else spec.get("podGroupPolicy"))
         return "podGroupPolicy" if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None else None
     sched = _d(_d(spec.get("runPolicy")).get("schedulingPolicy"))
     if sched:
@@ -751,9 +766,9 @@ def gang_scheduling(ctx: Context) -> Iterator[Finding]:
     obj, tpls = ctx.obj, ctx.templates
     if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
         return
-    if not any(has_gpus(c) for t in tpls for c in containers(t)) and obj.get("kind") != "TrainJob":
+    if not any(has_gpus(c) for t in tpls for c in containers(t)):
         return
-    if _gang_covered(obj, tpls) is None:
+    if _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None) is None:
         yield Finding(f"{total_replicas(tpls)} pods without gang scheduling: a partial allocation holds GPUs and "
                       "deadlocks. Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, "
                       "schedulerName volcano) or Kueue (label kueue.x-k8s.io/queue-name)")
@@ -1044,7 +1059,7 @@ def _nproc(obj: dict) -> tuple[str, str | None, list[str]]:
       description="nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per "
                   "pod.",
       remediation="set processes per node to the GPUs per pod",
-      kinds=NPROC_KINDS)
+      kinds=NPROC_KINDS, trainer_alone=True)
 def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
     field_name, declared, roles = _nproc(ctx.obj)
     procs = _int(declared)
@@ -1158,7 +1173,7 @@ def templated_image(image: str) -> bool:
       description="Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
                   "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a "
                   "version or commit, as in `nightly-2024-06-01`).",
-      remediation="pin a version tag or an @sha256 digest")
+      remediation="pin a version tag or an @sha256 digest", trainer_alone=True)
 def image_pinned(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
@@ -1178,7 +1193,7 @@ def image_pinned(ctx: Context) -> Iterator[Finding]:
 @rule("env-no-secrets", "No credentials in env literals", level=MANDATORY,
       description="Env values that look like tokens or keys (or secret-named variables with literal values, including "
                   "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.",
-      remediation="use valueFrom.secretKeyRef")
+      remediation="use valueFrom.secretKeyRef", trainer_alone=True)
 def env_no_secrets(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -1271,6 +1286,45 @@ def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
                       "keep its previous configuration and only log an error")
 
 
+TRAINJOB_RUNTIME = "trainjob-runtime"
+
+
+@rule(TRAINJOB_RUNTIME, "TrainJobs are judged by the pods their runtime gives them", level=MANDATORY,
+      description="A TrainJob is judged together with the ClusterTrainingRuntime it names (or the TrainingRuntime of "
+                  "that name in its namespace) when that is among the objects checked: every rule reads the pods the "
+                  "trainer controller makes from the two, and this rule flags the fabric wiring the TrainJob takes "
+                  "away from its runtime (an RDMA resource overridden in resourcesPerNode, a GPU limit without the "
+                  "request, resourcesPerNode without the GPU count so torchrun starts one process per node, memory "
+                  "at or under /dev/shm, a fabric NCCL variable replaced; IPC_LOCK, tolerations, the dshm volume, "
+                  "the networks annotation or the GPU node selector replaced by a runtime patch). A runtime that is "
+                  "not among the objects is an advisory finding naming it, as judgeable does: only the trainer's "
+                  "image and env were judged. What a runtime gets wrong is reported on the runtime, once, not again "
+                  "on each TrainJob that names it. Under CrossGuard this is a stack policy (it needs the runtime), "
+                  "and it carries the other rules' findings on TrainJobs, each prefixed with its rule id.",
+      remediation="leave the runtime's wiring alone (the message names the TrainJob field); lint a TrainJob together "
+                  "with its runtime",
+      mixed=True, kinds={"TrainJob"}, pods=False, stack=True, trainer_alone=True)
+def trainjob_runtime(ctx: Context) -> Iterator[Finding]:
+    """A TrainJob cannot carry wiring of its own, only take some away: kubeflow/trainer@v2.3.0 merges
+    resourcesPerNode per resource name, upserts env by name and applies runtimePatches as a strategic merge patch
+    that replaces lists whole (../notes/trainer-v2.md a; components/trainer_v2_runtime.py override_problems)."""
+    pairing = ctx.pairing
+    if ctx.obj.get("kind") != "TrainJob" or pairing is None:
+        return
+    if pairing.runtime is None or pairing.effective is None:
+        yield Finding(pairing.problem or "its runtime was not judged", level=ADVISORY)
+        return
+    try:
+        problems = override_problems(ctx.obj, pairing.runtime, pairing.derived)
+    except MERGE_ERRORS as err:  # pair() merged the two already; a shape only the comparison trips on
+        yield Finding(f"could not be compared with {pairing.ref} ({type(err).__name__}: {str(err)[:160]}): what it "
+                      "overrides was not judged", level=ADVISORY)
+        return
+    for message in problems:
+        yield Finding(message)
+
+
+
 # Integer fields the rules read, all below spec: (path, rules that could not judge without it).
 INT_FIELDS = [
     (("spec", "minAvailable"), "gang-scheduling"),
@@ -1316,7 +1370,7 @@ def _gpu_paths(value: Any, path: str) -> list[str]:
                   "pods, when it finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs "
                   "are nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.",
       remediation="lint the rendered manifest, or the objects an unknown kind creates",
-      pods=False)
+      pods=False, trainer_alone=True)
 def judgeable(ctx: Context) -> Iterator[Finding]:
     """What the rules could not judge, said rather than passed in silence: parts of the object in shapes
     Kubernetes would not give them (podspecs.extract lists them), GPU counts and numbers the rules read that a
@@ -1522,21 +1576,62 @@ def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
 
 
 def evaluate(obj: Any, config: dict | None = None, claims: dict | None = None,
-             rules: list[Rule] | None = None, checks: Plan | None = None) -> list[Violation]:
+             rules: list[Rule] | None = None, checks: Plan | None = None,
+             runtimes: RuntimeIndex | None = None) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
-    modes of the claims a pod mounts. `config` is CrossGuard's format, resolved by parse_config or written
-    directly as {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}; a caller checking many
-    objects passes `checks` (plan(config, rules)) instead, resolved once."""
+    modes of the claims a pod mounts; `runtimes` (RuntimeIndex of the same objects) the runtime a TrainJob names,
+    whose pods it is judged by. `config` is CrossGuard's format, resolved by parse_config or written directly as
+    {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}; a caller checking many objects passes
+    `checks` (plan(config, rules)) instead, resolved once."""
     obj = normalize(obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
         return []  # not a Kubernetes object (the loader reports such documents)
-    todo = (checks or plan(config, rules)).for_kind(obj["kind"])
+    checks = checks or plan(config, rules)
+    todo = checks.for_kind(obj["kind"])
     if not todo:
         return []
-    found = extract(obj)
+    if obj["kind"] == "TrainJob":
+        return _train_job(obj, checks, todo, claims, runtimes)
+    return _judge(obj, extract(obj), todo, claims)
+
+
+def _train_job(obj: dict, checks: Plan, todo: tuple, claims: dict | None,
+               runtimes: RuntimeIndex | None) -> list[Violation]:
+    """A TrainJob by the pods its runtime gives it, less what the runtime is already flagged for; by its trainer
+    alone, under the rules that can judge a container by itself, when the runtime is not among the objects."""
+    pairing = pair(obj, runtimes)
+    trainer = extract(obj)
+    if pairing.effective is None:
+        todo = tuple(c for c in todo if c[0].trainer_alone)
+        return _judge(obj, trainer, todo, claims, pairing)
+    effective = Extracted(pairing.effective.templates, trainer.problems + pairing.effective.problems)
+    own = _runtime_findings(pairing, runtimes, checks, claims)
+    out = []
+    for v in _judge(obj, effective, todo, claims, pairing):
+        if v.rule == TRAINJOB_RUNTIME:
+            out.append(v)
+        elif (v.rule, v.level, v.message) not in own:
+            out.append(dataclasses.replace(v, message=f"in the pods {pairing.ref} gives it: {v.message}"))
+    return out
+
+
+def _runtime_findings(pairing: Pairing, runtimes: RuntimeIndex | None, checks: Plan,
+                      claims: dict | None) -> frozenset[tuple[str, str, str]]:
+    """(rule, level, message) of what the runtime is flagged for on its own, worked out once per runtime and lint."""
+    if runtimes is None or pairing.runtime is None:
+        return frozenset()
+    key = (pairing.ref, id(checks))
+    if key not in runtimes.memo:  # the plan is kept beside its findings, so its id is not reused meanwhile
+        found = evaluate(pairing.runtime, claims=claims, checks=checks, runtimes=runtimes)
+        runtimes.memo[key] = (checks, frozenset((v.rule, v.level, v.message) for v in found))
+    return runtimes.memo[key][1]
+
+
+def _judge(obj: dict, found: Extracted, todo: tuple, claims: dict | None,
+           pairing: Pairing | None = None) -> list[Violation]:
     md = _d(obj.get("metadata"))
     out = []
-    ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known)
+    ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known, pairing=pairing)
     for rule, cfg, adv in todo:
         if rule.pods and not found.templates:
             continue

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format, struct_pb2
-from pulumi_policy import EnforcementLevel, ResourceValidationArgs
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
@@ -32,6 +41,23 @@ def run_policy(policy, obj, config=None) -> list[str]:
     return found
 
 
+def engine_stack(objects: list[dict], config: dict | None = None) -> StackValidationArgs:
+    """What AnalyzeStack hands a stack policy (pulumi_policy/policy.py): every resource, props as proxies."""
+    options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+    resources = []
+    for i, obj in enumerate(objects):
+        args = engine_args(obj)
+        resources.append(PolicyResource(args.resource_type, args.props, f"{args.urn}{i}", args.name, options, None,
+                                        None, [], {}))
+    return StackValidationArgs(resources, config or {})
+
+
+def run_stack_policy(policy, objects, config=None) -> list[tuple[str, str | None]]:
+    found: list[tuple[str, str | None]] = []
+    policy.validate(engine_stack(objects, config), lambda message, urn=None: found.append((message, urn)))
+    return found
+
+
 POLICIES = {p.name: p for p in pack.policies()}
 
 
@@ -40,6 +66,11 @@ POLICIES = {p.name: p for p in pack.policies()}
 def test_engine_path_agrees_with_the_linter(path):
     rule_id = path.parent.parent.name
     objects = [o for _, o in lint.load([path])]
+    if rules.BY_ID[rule_id].stack:  # a stack policy: it sees every object, as the linter does
+        offline = [v.message for v in lint.lint(objects) if v.rule == rule_id]
+        engine = [m for p in (rule_id, f"{rule_id}-advisory") for m, _ in run_stack_policy(POLICIES[p], objects)]
+        assert sorted(engine) == sorted(offline)
+        return
     if len(objects) > 1:
         pytest.skip("cross-object fixture: CrossGuard sees one resource at a time")
     (obj,) = objects
@@ -132,5 +163,76 @@ def test_each_policy_carries_its_rules_metadata():
         rule = rules.policy_names()[policy.name]
         assert policy.remediation_steps == rule.remediation
         assert policy.description.startswith(rule.title)
-        assert policy.has_remediation() == (rule.remediate is not None and policy.name == rule.id)
+        assert isinstance(policy, StackValidationPolicy if rule.stack else ResourceValidationPolicy)
+        if isinstance(policy, ResourceValidationPolicy):
+            assert policy.has_remediation() == (rule.remediate is not None and policy.name == rule.id)
     assert POLICIES["hostnetwork-dns"].enforcement_level == EnforcementLevel.MANDATORY
+
+
+# ------------------------------------------------------------------------------------------- TrainJobs: the stack view
+
+PROD_V2 = ROOT / "rendered" / "prod-v2" / "manifests.yaml"
+
+
+def _prod_v2() -> list[dict]:
+    return [o for _, o in lint.load([PROD_V2])]
+
+
+def _runtime_pair() -> list[dict]:
+    """README's TrainJob and prod-v2's fastpath-torch, as a stack holds them."""
+    (job,) = [o for _, o in lint.load([ROOT / "tests" / "lint_corpus" / "trainjob-researcher-readme.yaml"])]
+    runtime = next(o for o in _prod_v2() if o["kind"] == "ClusterTrainingRuntime"
+                   and o["metadata"]["name"] == "fastpath-torch")
+    return [job, runtime]
+
+
+def test_prod_v2_passes_the_pack_through_the_engine_types():
+    """Every policy over rendered/prod-v2 as the engine hands it over: resource policies one resource at a time
+    (TrainJobs left to the stack policies), stack policies with the whole stack, numbers as floats."""
+    objects = _prod_v2()
+    for policy in pack.policies():
+        if isinstance(policy, StackValidationPolicy):
+            assert run_stack_policy(policy, objects) == [], policy.name
+        else:
+            for obj in objects:
+                assert run_policy(policy, obj) == [], (policy.name, obj["kind"], obj["metadata"]["name"])
+
+
+def test_resource_policies_leave_trainjobs_to_the_stack_view():
+    """Alone, a TrainJob is a fragment of its pods: judged by a resource policy it would lack the runtime's gang,
+    /dev/shm and wiring (gang-scheduling and shm-mounted fired on every prod-v2 TrainJob before)."""
+    (job,) = [o for o in _prod_v2() if o["kind"] == "TrainJob" and o["metadata"]["name"] == "llama-sft"]
+    assert all(run_policy(p, job) == [] for p in pack.policies() if isinstance(p, ResourceValidationPolicy))
+    messages = run_stack_policy(POLICIES["trainjob-runtime-advisory"], [job])
+    assert [m.split(":")[0] for m, _ in messages] == ["runtimeRef names ClusterTrainingRuntime fastpath-torch, which "
+                                                       "is not among the objects checked"]
+
+
+def test_stack_policy_judges_the_trainjob_by_its_runtime_with_engine_floats():
+    """resourcesPerNode arrives as 4.0 GPUs; the override is found on the TrainJob's own URN, as the linter finds it."""
+    job, runtime = _runtime_pair()
+    job["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 4}}
+    stack = engine_stack([job, runtime])
+    limits = stack.resources[0].props["spec"]["trainer"]["resourcesPerNode"]["limits"]
+    assert isinstance(limits["nvidia.com/gpu"], float) and not isinstance(stack.resources[0].props, dict)
+    found = []
+    POLICIES["trainjob-runtime"].validate(stack, lambda message, urn=None: found.append((message, urn)))
+    offline = [v.message for v in lint.lint([job, runtime]) if v.rule == "trainjob-runtime"]
+    assert [m for m, _ in found] == offline
+    assert {urn for _, urn in found} == {stack.resources[0].urn}
+    assert "nvidia.com/gpu requests 8 and limits 4 after the merge" in offline[0]
+    assert run_stack_policy(POLICIES["trainjob-runtime-advisory"], [job, runtime]) == []
+
+
+def test_stack_policy_carries_the_other_rules_findings_with_their_id():
+    """A rule that fires on the merged pod reports through the stack policy at its default level, prefixed."""
+    job, runtime = _runtime_pair()
+    job["spec"]["trainer"]["image"] = "nvcr.io/nvidia/pytorch:latest"
+    job["spec"]["trainer"]["env"] = [{"name": "NCCL_DEBUG", "value": "TRACE"}]
+    mandatory = [m for m, _ in run_stack_policy(POLICIES["trainjob-runtime"], [job, runtime])]
+    advisory = [m for m, _ in run_stack_policy(POLICIES["trainjob-runtime-advisory"], [job, runtime])]
+    assert [m.split(": ")[0] for m in mandatory] == ["image-pinned"]
+    assert mandatory[0].startswith("image-pinned: in the pods ClusterTrainingRuntime fastpath-torch gives it: node "
+                                   "container 'node': image 'nvcr.io/nvidia/pytorch:latest'")
+    assert [m.split(": ")[0] for m in advisory] == ["nccl-debug-trace"]
+    assert run_stack_policy(POLICIES["trainjob-runtime"], [job, runtime], {"exemptNamespaces": ["research"]}) == []

@@ -448,3 +448,176 @@ def test_engine_floats_are_normalized_but_plain_objects_are_shared():
     floats = {"kind": "Pod", "spec": {"replicas": 2.0, "ratio": 0.5, "items": (1.0, "a")}}
     assert rules.normalize(floats) == {"kind": "Pod", "spec": {"replicas": 2, "ratio": 0.5, "items": [1, "a"]}}
     assert floats["spec"]["replicas"] == 2.0 and isinstance(floats["spec"]["replicas"], float)
+
+
+# ------------------------------------------------------------------------------------------- TrainJobs and runtimes
+
+PROD_V2 = ROOT / "rendered" / "prod-v2" / "manifests.yaml"
+README_JOB = CORPUS / "trainjob-researcher-readme.yaml"
+
+
+def _prod_v2() -> list[dict]:
+    return [o for _, _, o in read([PROD_V2]).objects]
+
+
+def _runtime(name: str = "fastpath-torch") -> dict:
+    return next(o for o in _prod_v2() if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == name)
+
+
+def _readme_job() -> dict:
+    (obj,) = [o for _, o in lint.load([README_JOB])]
+    return obj
+
+
+def test_the_corpus_trainjob_is_readmes():
+    """The file linted below is the one README.md tells a researcher to `kubectl apply`."""
+    readme = (ROOT / "README.md").read_text().split("## Researchers without fastpath")[1]
+    block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    body = "".join(line + "\n" for line in README_JOB.read_text().splitlines() if not line.startswith("#"))
+    assert body == block
+
+
+def test_readmes_trainjob_with_the_published_runtime_lints_clean_and_gets_the_fabric_wiring():
+    """Linted with rendered/prod-v2 (its ClusterTrainingRuntimes), README's TrainJob is judged by the pods
+    kubeflow/trainer@v2.3.0 makes from it and fastpath-torch (components/trainer_v2_runtime.py effective_pod), and
+    nothing is wrong with them: every rail's RDMA device, IPC_LOCK, NCCL_NET, a memory-backed /dev/shm inside the
+    memory limit, the preflight, the GPU toleration and selector, one Volcano gang of four."""
+    violations, problems = lint.lint_loaded(read([README_JOB, PROD_V2]))
+    assert (violations, problems) == ([], [])
+    from policies.runtimes import RuntimeIndex, pair
+
+    pairing = pair(_readme_job(), RuntimeIndex(_prod_v2()))
+    (node,) = pairing.effective.templates
+    assert (node.role, node.replicas, node.path) == ("node", 4, "spec.template.spec.replicatedJobs[0].template.spec.template")
+    spec = node.template["spec"]
+    (c,) = spec["containers"]
+    rails = {f"rdma/shared_rail{i}": 1 for i in range(8)}
+    assert c["resources"]["limits"] == {"cpu": 200, "memory": "1800Gi", "nvidia.com/gpu": 8, **rails}
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["NCCL_NET"], env["NCCL_IB_DISABLE"], env["PET_NNODES"], env["PET_NPROC_PER_NODE"]) == ("IB", "0", "4", "auto")
+    assert (c["image"], c["command"]) == ("nvcr.io/nvidia/pytorch:25.10-py3", ["torchrun", "train.py", "--epochs", "3"])
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
+    assert [i["name"] for i in spec["initContainers"]] == ["preflight"]
+    assert spec["tolerations"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert spec["schedulerName"] == "volcano"
+    assert node.template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "my-run"
+
+
+def _patch(pod: dict) -> dict:
+    return {"runtimePatches": [{"manager": "example.com/me", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod}}}]}}}}]}
+
+
+def _gpus(n: int, **more) -> dict:
+    return {"nvidia.com/gpu": n, **more}
+
+
+# (id, what the TrainJob adds to README's, text of the trainjob-runtime finding, every rule that fires). Each is a
+# way kubeflow/trainer@v2.3.0 lets a TrainJob take the runtime's wiring (../notes/trainer-v2.md a); where an
+# existing rule also sees the damage in the merged pod, it fires beside trainjob-runtime, which names the field.
+STRIPS = [
+    ("rail-zeroed", {"trainer": {"resourcesPerNode": {"limits": _gpus(8, **{"rdma/shared_rail0": 0}),
+                                                      "requests": _gpus(8, **{"rdma/shared_rail0": 0})}}},
+     "sets limits.rdma/shared_rail0 to 0, the runtime gives 1", {"trainjob-runtime"}),
+    ("gpu-limit-only", {"trainer": {"resourcesPerNode": {"limits": _gpus(4)}}},
+     "nvidia.com/gpu requests 8 and limits 4 after the merge", {"trainjob-runtime"}),
+    ("no-gpu-count", {"trainer": {"resourcesPerNode": {"limits": {"memory": "1500Gi"}, "requests": {"memory": "1500Gi"}}}},
+     "starts one process per node on 8-GPU pods", {"trainjob-runtime"}),
+    ("memory-under-shm", {"trainer": {"resourcesPerNode": {"limits": _gpus(8, memory="100Gi"),
+                                                           "requests": _gpus(8, memory="100Gi")}}},
+     "memory limit 100Gi is not above /dev/shm 128Gi", {"trainjob-runtime", "shm-fits-memory"}),
+    ("nccl-env", {"trainer": {"env": [{"name": "NCCL_IB_HCA", "value": "=mlx5_0"}]}},
+     "env NCCL_IB_HCA='=mlx5_0' replaces the runtime's", {"trainjob-runtime"}),
+    ("ipc-lock-dropped", _patch({"spec": {"containers": [{"name": "node", "securityContext": {
+        "capabilities": {"add": ["SYS_PTRACE"]}}}]}}), "drops IPC_LOCK", {"trainjob-runtime", "rdma-ipc-lock"}),
+    ("dshm-replaced", _patch({"spec": {"volumes": [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]}}),
+     "replace volume dshm", {"trainjob-runtime"}),
+    ("tolerations-replaced", _patch({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}),
+     "drop nvidia.com/gpu", {"trainjob-runtime"}),
+    ("gpu-selector-changed", _patch({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}}),
+     "change nodeSelector nvidia.com/gpu.product", {"trainjob-runtime"}),
+    ("networks-overridden", _patch({"metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "[]"}}}),
+     "lose their rail interfaces", {"trainjob-runtime"}),
+]
+
+
+@pytest.mark.parametrize(("add", "needle", "fired"), [c[1:] for c in STRIPS], ids=[c[0] for c in STRIPS])
+def test_a_trainjob_stripping_the_runtimes_wiring_is_flagged(add, needle, fired):
+    job = copy.deepcopy(_readme_job())
+    for key, value in add.items():
+        job["spec"].setdefault(key, {})
+        job["spec"][key] = {**job["spec"][key], **value} if key == "trainer" else value
+    runtime = _runtime()
+    if "rail interfaces" in needle:  # prod-v2 is rdma-only (no Multus rails): give the runtime one
+        runtime = copy.deepcopy(runtime)
+        pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        pod.setdefault("metadata", {})["annotations"] = {
+            "k8s.v1.cni.cncf.io/networks": '[{"name":"rail0","interface":"net1"}]'}
+    found = lint.lint([job, runtime])
+    assert {v.rule for v in found} == fired, [(v.rule, v.message[:120]) for v in found]
+    assert all(v.kind == "TrainJob" for v in found)
+    own = [v for v in found if v.rule == "trainjob-runtime"]
+    assert own and all(v.level == "mandatory" for v in own)
+    assert any(needle in v.message for v in own), [v.message for v in own]
+
+
+def test_what_the_runtime_gets_wrong_is_reported_once_on_the_runtime():
+    """A runtime without /dev/shm is flagged itself, not again on each TrainJob naming it; what only the TrainJob
+    brings (four pods of a runtime without podGroupPolicy) is the TrainJob's, saying which runtime's pods."""
+    runtime = copy.deepcopy(_runtime())
+    del runtime["spec"]["podGroupPolicy"]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "dshm"]
+    for c in pod["containers"] + pod["initContainers"]:
+        c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] != "dshm"]
+    jobs = [_readme_job(), {**_readme_job(), "metadata": {"name": "other-run", "namespace": "research"}}]
+    found = lint.lint([*jobs, runtime])
+    on_runtime = {v.rule for v in found if v.kind == "ClusterTrainingRuntime"}
+    assert on_runtime == {"shm-mounted"}
+    on_jobs = [v for v in found if v.kind == "TrainJob"]
+    assert [(v.name, v.rule) for v in on_jobs] == [("my-run", "gang-scheduling"), ("other-run", "gang-scheduling")]
+    assert on_jobs[0].message.startswith("in the pods ClusterTrainingRuntime fastpath-torch gives it: 4 pods without "
+                                         "gang scheduling")
+
+
+def test_a_training_runtime_counts_only_in_the_trainjobs_namespace():
+    """kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go looks a TrainingRuntime up in the TrainJob's
+    namespace; kind defaults to ClusterTrainingRuntime."""
+    job = copy.deepcopy(_readme_job())
+    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    runtime = copy.deepcopy(_runtime())
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = "training"
+    (v,) = lint.lint([job, runtime])
+    assert (v.rule, v.level) == ("trainjob-runtime", "advisory")
+    assert "TrainingRuntime research/fastpath-torch, which is not among the objects checked" in v.message
+    assert "kubectl get trainingruntime -n research fastpath-torch -o yaml" in v.message
+    runtime["metadata"]["namespace"] = "research"
+    assert lint.lint([job, runtime]) == []
+
+
+def test_a_trainjob_that_cannot_be_merged_is_said_not_judged():
+    job = copy.deepcopy(_readme_job())
+    job["spec"].update(_patch({"spec": {}}))
+    job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "x"
+    (v,) = lint.lint([job, _runtime()])
+    assert (v.rule, v.level) == ("trainjob-runtime", "advisory")
+    assert "could not be merged with ClusterTrainingRuntime fastpath-torch" in v.message
+    assert "replicated job 'x' is not in runtime fastpath-torch" in v.message
+
+
+def test_the_runtime_index_is_built_once_per_lint(monkeypatch):
+    built = []
+
+    class Counting(lint.RuntimeIndex):
+        def __init__(self, objects=()):
+            built.append(1)
+            super().__init__(objects)
+
+    monkeypatch.setattr(lint, "RuntimeIndex", Counting)
+    lint.lint_loaded(read([PROD_V2, README_JOB]))
+    lint.lint(_prod_v2())
+    assert built == [1, 1]

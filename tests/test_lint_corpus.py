@@ -48,10 +48,14 @@ TABLE = {
     "raycluster-gpu-fraction.yaml": (set(), 0),
     # CPU JobSet: only the `latest` image.
     "jobset-cpu-latest.yaml": ({"image-pinned"}, 0),
-    # TrainJob of 3 nodes with no gang of its own (the runtime is not in the file), `alpine:latest`.
-    "trainjob-alpine-latest.yaml": ({"gang-scheduling", "image-pinned"}, 0),
-    # TrainJob.spec.podGroupPolicy.volcano gang-schedules it.
-    "trainjob-volcano-podgroup.yaml": (set(), 0),
+    # TrainJob of 3 nodes whose runtime is not in the file: its pods (gang, shm, wiring) are not judged and the
+    # runtime is named (advisory); the trainer's own `alpine:latest` is.
+    "trainjob-alpine-latest.yaml": ({"trainjob-runtime", "image-pinned"}, 0),
+    # A pinned trainer whose runtime is not in the file: only the advisory naming the runtime (its own
+    # podGroupPolicy, an older API, does not stand in for the runtime's pods).
+    "trainjob-volcano-podgroup.yaml": ({"trainjob-runtime"}, 0),
+    # README's ten-line TrainJob alone: nothing wrong in what it writes, its runtime named as not seen.
+    "trainjob-researcher-readme.yaml": ({"trainjob-runtime"}, 0),
     # DRA-claimed NICs are not seen as RDMA (known miss); 1-GPU workers without /dev/shm, no gang.
     "mpi-dra-nic-no-shm.yaml": ({"shm-mounted", "gang-scheduling"}, 0),
     # `<your_project>` is a placeholder in the path but the tag `latest` is literal: unpinned.

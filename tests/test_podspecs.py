@@ -115,3 +115,19 @@ WALKED = {"a": {"b": [{"c": 1}, 2, [{"d": {}}]], "metadata": {"x": {}}, "status"
 ])
 def test_one_walk_parents_first_without_metadata_or_status(prune_at, limit, expected):
     assert _visited(WALKED, prune_at, limit) == expected
+
+
+def test_a_runtimes_jobset_as_the_controller_fills_it_in_reads_like_the_runtime():
+    """policies/runtimes.py judges a TrainJob by jobset_templates(effective_jobset(...)): same roles and paths as the
+    runtime's own templates, so one finding reads the same on both; the pod count is the Job's parallelism."""
+    from policies.podspecs import jobset_templates
+
+    jobs = [{"name": "node", "replicas": 1, "template": {"spec": {"parallelism": 4, "template": {"spec": {
+        "containers": [{"name": "node", "image": "x:1"}]}}}}}]
+    runtime = {"kind": "ClusterTrainingRuntime", "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {
+        "replicatedJobs": jobs}}}}
+    (own,) = extract(runtime).templates
+    (merged,) = jobset_templates(jobs).templates
+    assert (merged.role, merged.path) == (own.role, own.path) == ("node", "spec.template.spec.replicatedJobs[0]"
+                                                                  ".template.spec.template")
+    assert (own.replicas, merged.replicas) == (1, 4)

@@ -95,6 +95,17 @@ def _remediable(rules: list[Rule]) -> str:
             "else); for every other rule `remediate` acts as mandatory.")
 
 
+def _stack(rules: list[Rule]) -> str:
+    """The sentence naming the rules CrossGuard runs as stack policies, and why."""
+    ids = [f"`{r.id}`" for r in rules if r.stack]
+    if not ids:
+        return ""
+    kinds = ", ".join(sorted({k for r in rules if r.stack for k in r.kinds or ()}))
+    return (f" {', '.join(ids)} needs the objects a {kinds} names (its runtime), so CrossGuard runs it as a stack "
+            f"policy, which sees the whole stack; the {kinds} is judged there only, with the other rules' findings "
+            "prefixed by their id, at their default settings (a policy gets only its own config).")
+
+
 def generate_policies() -> str:
     from policies.rules import RULES
 
@@ -110,10 +121,12 @@ def generate_policies() -> str:
              "Pod templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, the Kubeflow "
              "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
              "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
-             "requests GPUs is searched for pod specs and reported (`judgeable`).", "",
+             "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
+             "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/trainer_v2_runtime.py`), judged when the "
+             "runtime is among the objects checked (`policies/runtimes.py`).", "",
              "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
-             f"{_remediable(RULES)} Each rule's metadata sits on its function (`@rule` in policies/rules.py); the "
-             "fix column is also what CrossGuard shows as the policy's remediation steps.", "",
+             f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in "
+             "policies/rules.py); the fix column is also what CrossGuard shows as the policy's remediation steps.", "",
              "| id | level | title | what it checks | fix | config |", "|---|---|---|---|---|---|"]
     for r in RULES:
         params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"

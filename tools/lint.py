@@ -9,7 +9,9 @@ Output: one line per violation, `rule level kind/namespace/name: message` (or a 
 stdout. What could not be read goes to stderr, one line each, `file: document N, line L: what to do`: bytes that
 are not UTF-8, YAML errors, Helm templates (`{{ ... }}`: render them first), alias bombs. The run goes on with
 the other documents and files. Things the rules could not judge inside a readable object (a `$GPUS` count, an
-unknown kind requesting GPUs, `Master: null`) are advisory findings of the `judgeable` rule.
+unknown kind requesting GPUs, `Master: null`) are advisory findings of the `judgeable` rule. A TrainJob is judged
+by the pods its runtime gives it when the ClusterTrainingRuntime (or the TrainingRuntime in its namespace) is among
+the PATHs; otherwise `trainjob-runtime` names the runtime it could not see (advisory): lint the two together.
 
 --config FILE is CrossGuard's policy-pack config (`pulumi preview --policy-pack-config`), JSON or YAML: a
 mapping of policy name (a rule id, `<id>-advisory` for a mixed rule's advisory findings, or `all`) to an
@@ -35,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from policies.rules import MANDATORY, REMEDIATE, ConfigError, Violation, claim_index, evaluate, parse_config, plan
+from policies.runtimes import RuntimeIndex
 from tools.manifests import LOADER, Loaded, Unreadable, load, read
 
 __all__ = ["ConfigError", "Violation", "lint", "lint_loaded", "load", "load_config", "main", "read"]
@@ -44,8 +47,8 @@ FAILING = (MANDATORY, REMEDIATE)
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:
     """Every violation of `objects` under `config` (CrossGuard format; ConfigError if it is not valid)."""
     checks = plan(parse_config(config))
-    claims = claim_index(objects)
-    return [v for obj in objects for v in evaluate(obj, claims=claims, checks=checks)]
+    claims, runtimes = claim_index(objects), RuntimeIndex(objects)
+    return [v for obj in objects for v in evaluate(obj, claims=claims, checks=checks, runtimes=runtimes)]
 
 
 def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violation], list[Unreadable]]:
@@ -53,11 +56,11 @@ def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violat
     bug: the rules are meant to read any shape) is reported as unjudged, and the run goes on."""
     checks = plan(parse_config(config))
     objects = [obj for _, _, obj in loaded.objects]
-    claims = claim_index(objects)
+    claims, runtimes = claim_index(objects), RuntimeIndex(objects)  # once: every TrainJob looks its runtime up
     violations, problems = [], list(loaded.unreadable)
     for file, number, obj in loaded.objects:
         try:
-            violations += evaluate(obj, claims=claims, checks=checks)
+            violations += evaluate(obj, claims=claims, checks=checks, runtimes=runtimes)
         except Exception as err:  # the safety net: never a traceback, always the document that caused it
             md = obj.get("metadata")
             md = md if isinstance(md, dict) else {}
