@@ -5,8 +5,9 @@ For N generated jobs on the prod-ib stack, each measurement in a fresh interpret
 to the last registration done (what a user waits for, startup imports included):
   seconds        the full program (__main__.py) under the mocks of tools/mocks.py;
   floor seconds  the SDK alone registering what that run registered: the same type tokens, names, input
-                 properties, parents, dependencies, property dependencies and options, in the same order, as
-                 plain pulumi.CustomResource / ComponentResource under the same mocks (replay()).
+                 properties, parents, dependencies, property dependencies and options, in the same order, and
+                 the same invokes, as plain CustomResource / ComponentResource subclasses (no typed
+                 properties, aliases or provider defaults) under the same mocks (replay()).
 The ratio is what fastpath itself costs on top of the SDK serializing the same objects; the CPU ratio is the same
 with the process's CPU time (all threads), steadier than wall time on a machine shared with other work.
 """
@@ -53,6 +54,17 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
     Output per property."""
     import pulumi
 
+    # Classes of their own, as every provider's resources are: the SDK records each resource's stack trace from
+    # the frame below the third __init__ (Resource, Custom/ComponentResource, the concrete class); the base classes
+    # built directly find none and skip the trace, a shortcut no real program takes.
+    class Plain(pulumi.CustomResource):
+        def __init__(self, t: str, name: str, props: dict, opts: pulumi.ResourceOptions) -> None:
+            super().__init__(t, name, props, opts)
+
+    class Group(pulumi.ComponentResource):
+        def __init__(self, t: str, name: str, opts: pulumi.ResourceOptions) -> None:
+            super().__init__(t, name, None, opts)
+
     for token, args in invokes:
         pulumi.runtime.invoke(token, args)
     made: dict[str, pulumi.Resource] = {}
@@ -64,7 +76,7 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
                                       replace_on_changes=reg.replace_on_changes or None,
                                       delete_before_replace=reg.delete_before_replace)
         if not reg.custom:
-            res = pulumi.ComponentResource(reg.type, reg.name, None, opts)
+            res = Group(reg.type, reg.name, opts)
             if reg.outputs:
                 res.register_outputs(reg.outputs)
         else:
@@ -73,7 +85,7 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
                 deps = [dep.id for u in urns if isinstance(dep := made.get(u), pulumi.CustomResource)]
                 if key in props and deps:
                     props[key] = _after(deps, props[key])
-            res = pulumi.CustomResource(reg.type, reg.name, props, opts)
+            res = Plain(reg.type, reg.name, props, opts)
         made[reg.urn] = res
 
 
