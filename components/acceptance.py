@@ -176,6 +176,11 @@ class FabricAcceptance(pulumi.ComponentResource):
             q = queue(args.acceptance, args.profile)
             depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self,
                                                                                    depends_on=depends_on)))
-        self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on))]
+        # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable
+        # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go), so an update in place would be
+        # refused. Replaced, deleted first, as training jobs are (training_job.TrainingJob).
+        self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on,
+                                                                replace_on_changes=["spec"],
+                                                                delete_before_replace=True))]
         self.runs = runs
         self.register_outputs({"runs": self.runs})

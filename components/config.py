@@ -508,10 +508,11 @@ class TrainerConfig(_Model):
     """Default image of the torch and plain runtimes, and the image their preflight init container runs in (a
     TrainJob's `trainer.image` replaces the first only). Default pinned in components/versions.py."""
     mpi_image: Annotated[str, Field(min_length=1)] | None = None
-    """Image of the MPI runtime's nodes. It must run sshd on port 2222 for the ssh user (the runtime starts
-    `/usr/sbin/sshd -De -f /home/mpiuser/.sshd_config`, as kubeflow/trainer@v2.3.0's deepspeed runtime image does)
-    and hold everything the ranks run: a TrainJob's image replaces only the launcher's, the other nodes' ranks run
-    in this one. Unset: no MPI runtime (mpi jobs and acceptance on v2 are refused)."""
+    """Image of the MPI runtime's nodes. It needs openssh-server (OpenSSH 8.7 or later) and openssh-client, nothing
+    configured: its pods run as root, and the runtime starts sshd itself on port 2222 with host keys made at start,
+    root login by the trainer's key only, every option on the command line (a `node` pod without sshd fails the run
+    at once, saying so). It must hold everything the ranks run: a TrainJob's image replaces only the launcher's,
+    the other nodes' ranks run in this one. Unset: no MPI runtime (mpi jobs and acceptance on v2 are refused)."""
     max_restarts: Annotated[int, Field(ge=0, le=100)] = 3
     """Gang restarts a run gets (JobSet failurePolicy.maxRestarts): any pod failure but a failed preflight
     deletes every pod of the run and starts it again from its last checkpoint, this many times before the run
@@ -625,7 +626,8 @@ class PlatformConfig(_Model):
         if self.acceptance.enabled and self.job_api == "v2":
             if self.trainer_settings.mpi_image is None:
                 raise ValueError("acceptance.enabled on jobApi 'v2' runs nccl-tests through the MPI runtime, which "
-                                 "needs trainer.mpiImage: an image with nccl-tests built with MPI that runs sshd")
+                                 "needs trainer.mpiImage: an image with nccl-tests built with MPI, openssh-server and "
+                                 "openssh-client")
             # (the default too passes: a platform round-trips through to_config, defaults included)
             if self.acceptance.image not in (versions.NCCL_TESTS_IMAGE, self.trainer_settings.mpi_image):
                 raise ValueError(f"acceptance.image {self.acceptance.image!r} differs from trainer.mpiImage "

@@ -73,6 +73,8 @@ def _typed_classes() -> dict[tuple[str, str], Any]:
         ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
         ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
         ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
+        ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
     }
 
 

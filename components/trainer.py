@@ -29,6 +29,17 @@ TOKEN = "fastpath:platform:Trainer"
 NAMESPACE = "kubeflow-system"  # upstream's, and the trainer's certificate code's fallback namespace
 COMPONENT = "trainer"
 RELEASE = "kubeflow-trainer"
+# The chart's controller ServiceAccount: `trainer.fullname`-controller-manager in the release namespace, fullname being
+# the release name when it contains the chart name (kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/templates/
+# _helpers.tpl trainer.fullname, manager/_helpers.tpl trainer.manager.name, rbac/_helpers.tpl
+# trainer.manager.serviceAccount.name, rbac/service_account.yaml).
+CONTROLLER_SERVICE_ACCOUNT = f"{RELEASE}-controller-manager"
+PRIORITY_CLASS_READER = "fastpath-trainer-priorityclass-reader"
+# Fields of a runtime's JobSet template the CRD makes immutable (`self == oldSelf`, from kubernetes-sigs/jobset@
+# v0.12.0:api/jobset/v1alpha2/jobset_types.go; kubeflow/trainer@v2.3.0:manifests/base/crds/
+# trainer.kubeflow.org_clustertrainingruntimes.yaml): a change to one is a new runtime, not a patch.
+RUNTIME_IMMUTABLE = [f"spec.template.spec.{f}" for f in (
+    "failurePolicy", "network", "successPolicy", "startupPolicy", "volumeClaimPolicies", "replicatedJobs[*].dependsOn")]
 
 
 def values(platform: PlatformConfig) -> dict[str, Any]:
@@ -46,6 +57,25 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
         # no fabric wiring.
         "runtimes": {"defaultEnabled": False},
     }
+
+
+def priority_class_rbac(cluster: str) -> list[dict[str, Any]]:
+    """Read access to PriorityClasses for the trainer controller, which the v2.3.0 chart does not grant
+    (charts/kubeflow-trainer/templates/rbac/clusterrole.yaml; no kubebuilder marker in pkg/): the volcano plugin's
+    TrainJob validation Gets the runtime's PriorityClass through the manager's cached client
+    (pkg/runtime/framework/plugins/volcano/volcano.go Validate), whose informer then never syncs, and the webhook
+    refuses every TrainJob with "context deadline exceeded". kubeflow/trainer PR #3918 adds this rule to the chart:
+    drop these once the pinned chart has it."""
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
+         "rules": [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+                    "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PRIORITY_CLASS_READER},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER_SERVICE_ACCOUNT, "namespace": NAMESPACE}]},
+    ]
 
 
 def runtimes(profile: Profile) -> list[dict[str, Any]]:
@@ -81,6 +111,8 @@ class Trainer(pulumi.ComponentResource):
 
     release: pulumi.Resource
     """The Helm release; runtimes wait for it (the trainer's webhook must serve)."""
+    rbac: list[pulumi.Resource]
+    """The PriorityClass reader role and its binding, before the release (priority_class_rbac)."""
     runtimes: list[pulumi.Resource]
     """One ClusterTrainingRuntime per framework and tier."""
 
@@ -93,9 +125,26 @@ class Trainer(pulumi.ComponentResource):
                           "the trainer and JobSet controllers run as non-root with no capabilities "
                           "(the charts' securityContext); training pods run in the training namespaces"),
             pulumi.ResourceOptions(parent=self))
+        # Before the controller starts, so its PriorityClass informer lists at once (a reflector would recover by
+        # itself later, after refusing TrainJobs meanwhile).
+        self.rbac = [k8s.apply(m, pulumi.ResourceOptions(parent=self)) for m in priority_class_rbac(p.cluster)]
         self.release = k8s.helm_release(
             RELEASE, versions.TRAINER_CHART, None, p.versions.trainer, NAMESPACE, values(p),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.after]))
-        after = pulumi.ResourceOptions(parent=self, depends_on=[self.release])
+            # The trainer CRDs are chart templates without `helm.sh/resource-policy: keep`, and the chart has no
+            # value to add it (templates/crd/*): deleting the release deletes every TrainJob, runtime, JobSet
+            # and running pod with them. So Pulumi refuses to delete or replace it (protect) and, once unprotected,
+            # only forgets it (retain_on_delete): removing the trainer is a deliberate `helm uninstall`.
+            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *self.rbac, *args.after], protect=True,
+                                   retain_on_delete=True))
+        # A changed immutable field replaces the runtime, deleted first (same name). TrainJobs already running keep
+        # the copy the controller took at their first reconcile (their `<trainjob>-runtime-snapshot` ConfigMap,
+        # kubeflow/trainer@v2.3.0:pkg/runtime/core/snapshot.go), so they run on unchanged; a TrainJob created in
+        # the seconds the name is missing is refused by the webhook ("must be created before the TrainJob"), and
+        # every later one gets the new runtime. Other fields update in place and reach new TrainJobs only.
+        # The release's readiness does not cover the webhook handlers, registered just after readyz passes
+        # (cmd/trainer-controller-manager/main.go setupManagerComponents): a runtime created in that window is
+        # refused, and a second `pulumi up` creates it (README, "Trainer v2 install").
+        after = pulumi.ResourceOptions(parent=self, depends_on=[self.release], replace_on_changes=RUNTIME_IMMUTABLE,
+                                       delete_before_replace=True)
         self.runtimes = [k8s.apply(m, after) for m in manifests]
         self.register_outputs({"runtimes": [m["metadata"]["name"] for m in manifests]})

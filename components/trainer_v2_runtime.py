@@ -58,6 +58,22 @@ PREFLIGHT = "preflight"
 PREFLIGHT_EXIT = 3
 MPI_HOSTFILE = "/etc/mpi/hostfile"
 SSHD_PORT = 2222
+# MPI pods run as root: IPC_LOCK (RDMA memory registration) is effective only for root, Kubernetes gives a non-root
+# process no ambient capabilities. The trainer mounts the ssh Secret root-owned with id_rsa 0640
+# (kubeflow/trainer@v2.3.0:pkg/constants/constants.go MPISSHPrivateKeyFileMode), and OpenSSH ignores a private key
+# its own user owns that group or others can read (openssh/openssh-portable:authfile.c sshkey_perm_ok): every MPI
+# pod therefore copies the key, 0600, to SSH_KEY and ssh is told to use that one.
+SSH_MOUNT = "/root/.ssh"
+SSH_KEY_DIR = "/run/fastpath-ssh"
+SSH_KEY = f"{SSH_KEY_DIR}/id_rsa"
+SSH_KEY_VOLUME = "fastpath-ssh"
+SSH_OPTIONS = (f"-p {SSHD_PORT} -i {SSH_KEY} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
+               f"-o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10")
+MPI_HOSTS = "mpi-hosts"  # the launcher's init container that waits for every host's sshd
+MPI_HOSTS_TIMEOUT = 900  # seconds: an image of tens of GB pulled on the slowest node
+MPI_HOSTFILE_VOLUME = "mpi-hostfile"  # T:pkg/constants/constants.go MPIHostfileVolumeName (added by the mpi plugin)
+MPI_SSH_VOLUME = "mpi-ssh-auth"  # MPISSHAuthVolumeName
+FAIL_RUN_EXIT = 3  # a container that cannot do its part on this node (preflight, no sshd): fails the run at once
 FRAMEWORKS = ("torch", "mpi", "plain")
 GPU_RESOURCE = "nvidia.com/gpu"
 CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU_RESOURCE)
@@ -102,8 +118,9 @@ class NodeShape:
     """Gang restarts (JobSet failurePolicy.maxRestarts) before the run fails."""
     ttl_seconds_after_finished: int | None = None
     """Delete the JobSet (pods, logs) this long after it ends; None: kept until the TrainJob is deleted."""
-    ssh_mount_path: str = "/home/mpiuser/.ssh"
-    sshd_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config")
+    ssh_mount_path: str = SSH_MOUNT
+    """Where the trainer mounts the ssh Secret (mlPolicy.mpi.sshAuthMountPath): root's ~/.ssh, the user MPI pods
+    run as."""
     launcher_extra_env: Mapping[str, str] = field(default_factory=dict)
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     """Annotations beside the fabric's (fastpath.dev/primary-interface when the pod's primary is not eth0)."""
@@ -205,11 +222,95 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
     return {"metadata": metadata, "spec": spec}
 
 
-def _job(pod: dict, shape: NodeShape, ancestor: str | None) -> dict:
+# The MPI `node` container (a TrainJob cannot replace it: its image, command and args reach only the launcher). The
+# image needs openssh-server and openssh-client, no prepared configuration: host keys are made at start, every
+# option is on the command line (they win over the image's sshd_config, which `-f /dev/null` skips anyway), root
+# logs in with the trainer's key only, StrictModes off because the key files are the Secret's (root-owned, 0644).
+# SetEnv (OpenSSH 8.7 or later) hands the image's PATH and LD_LIBRARY_PATH to the sessions Open MPI starts, which
+# otherwise get sshd's compiled-in PATH and find no `orted`/`prted`. sshd re-executes itself and so must be started
+# by its absolute path. A missing tool exits FAIL_RUN_EXIT at once: the run fails with the reason, no restart.
+SSHD = f"""\
+export PATH="$PATH:/usr/sbin:/sbin"
+for tool in sshd ssh-keygen ssh; do
+  command -v "$tool" >/dev/null 2>&1 || {{
+    echo "fastpath: no $tool in this image: the MPI runtime's nodes need openssh-server and openssh-client \
+(fastpath:platform.trainer.mpiImage)" >&2; exit {FAIL_RUN_EXIT}; }}
+done
+mkdir -p /run/sshd {SSH_KEY_DIR}
+cp "$0/id_rsa" {SSH_KEY} && chmod 600 {SSH_KEY}
+ssh-keygen -A >/dev/null
+exec "$(command -v sshd)" -De -f /dev/null -p {SSHD_PORT} -o PermitRootLogin=prohibit-password \
+  -o AuthorizedKeysFile="$0/authorized_keys" -o StrictModes=no -o PasswordAuthentication=no \
+  -o "SetEnv=PATH=$PATH LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}"
+"""
+
+# The launcher's init container: every host of the hostfile but the launcher itself must take an ssh login before
+# the TrainJob's mpirun starts. Not JobSet `dependsOn: node Ready`: the launcher would not exist until the nodes are
+# Ready, while Volcano places none of them until the whole gang, launcher included, exists
+# (volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/gang/gang.go validJobFn). An init container holds the TrainJob's
+# command back wherever it comes from (a TrainJob replaces the container's command, it cannot remove an init
+# container), and a real login also proves the image's ssh end to end. Bounded: a host that never answers fails the
+# launcher with the last ssh error, and the gang restarts.
+MPI_HOSTS_SCRIPT = f"""\
+export PATH="$PATH:/usr/sbin:/sbin"
+command -v ssh >/dev/null 2>&1 || {{
+  echo "fastpath: no ssh client in this image (fastpath:platform.trainer.mpiImage needs openssh-client)" >&2
+  exit {FAIL_RUN_EXIT}; }}
+mkdir -p {SSH_KEY_DIR} && cp "$0/id_rsa" {SSH_KEY} && chmod 600 {SSH_KEY}
+deadline=$(( $(date +%s) + {MPI_HOSTS_TIMEOUT} ))
+for host in $(awk '{{print $1}}' {MPI_HOSTFILE}); do
+  case "$host" in "$FASTPATH_TRAINJOB-{LAUNCHER}-"*) continue;; esac
+  until err=$(ssh {SSH_OPTIONS} -o BatchMode=yes -o ConnectTimeout=5 "$host" true 2>&1); do
+    [ "$(date +%s)" -lt "$deadline" ] || {{
+      echo "fastpath: $host took no ssh login on port {SSHD_PORT} within {MPI_HOSTS_TIMEOUT}s: $err" >&2; exit 1; }}
+    sleep 5
+  done
+done
+"""
+
+
+def _mpi_key_volume() -> dict:
+    return {"name": SSH_KEY_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+
+
+def _mpi_hosts(shape: NodeShape) -> dict:
+    """The launcher's init container (MPI_HOSTS_SCRIPT). It mounts the hostfile and ssh Secret volumes the mpi
+    plugin adds to the launcher pod by name (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/mpi/mpi.go
+    EnforceMLPolicy: `mpi-hostfile` on the launcher, `mpi-ssh-auth` on both), and hands the 0600 key to the
+    launcher's `node` container through an emptyDir."""
+    small = {"cpu": 1, "memory": "256Mi"}
+    return {
+        "name": MPI_HOSTS, "image": shape.image,
+        "command": ["sh", "-c", MPI_HOSTS_SCRIPT, shape.ssh_mount_path],
+        "env": [{"name": JOB_NAME_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}}],
+        "resources": {"limits": small, "requests": dict(small)},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": MPI_HOSTFILE_VOLUME, "mountPath": MPI_HOSTFILE.rsplit("/", 1)[0]},
+                         {"name": MPI_SSH_VOLUME, "mountPath": shape.ssh_mount_path},
+                         {"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR}],
+    }
+
+
+def _fail_run_rules(containers: list[str]) -> list[dict]:
+    return [{"action": "FailJob", "onExitCodes": {"containerName": c, "operator": "In", "values": [FAIL_RUN_EXIT]}}
+            for c in containers]
+
+
+# Cluster-made disruptions: Volcano's preempt and reclaim set it before deleting a pod
+# (volcano-sh/volcano@v1.15.1:pkg/scheduler/cache/cache.go defaultEvictor.Evict), so do taint eviction, node-pressure
+# eviction, the Eviction API (a drain) and PodGC. FailJob turns it into reason PodFailurePolicy with a message
+# naming the condition, which the JobSet rule `disruption` restarts without spending the budget.
+DISRUPTION_RULE = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def _job(pod: dict, shape: NodeShape, ancestor: str | None, fail_run: list[str] | None = None) -> dict:
     spec: dict = {"backoffLimit": 0}
-    if any(c["name"] == PREFLIGHT for c in pod["spec"].get("initContainers", [])):
-        spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {
-            "containerName": PREFLIGHT, "operator": "In", "values": [PREFLIGHT_EXIT]}}]}
+    inits = [c["name"] for c in pod["spec"].get("initContainers", [])]
+    fatal = [PREFLIGHT] if PREFLIGHT in inits else []
+    # kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go matchPodFailurePolicy: rules in order, init
+    # containers' exit codes included; a podFailurePolicy needs restartPolicy Never, which every pod has.
+    spec["podFailurePolicy"] = {"rules": [*_fail_run_rules(fatal + (fail_run or [])), DISRUPTION_RULE]}
     spec["template"] = pod
     job: dict = {"spec": spec}
     if ancestor:
@@ -217,14 +318,30 @@ def _job(pod: dict, shape: NodeShape, ancestor: str | None) -> dict:
     return job
 
 
-def _failure_policy(shape: NodeShape) -> dict:
+# The Job condition messages the rules match (kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go
+# matchPodFailurePolicy: "Container %s for pod %s/%s failed with exit code %v matching %v rule at index %d" and
+# "Pod %s/%s has condition %v matching %v rule at index %d"); JobSet matches them unanchored
+# (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go anyMatchFound, regexp.MatchString).
+def fail_run_pattern(containers: list[str]) -> str:
+    return (f"^Container ({'|'.join(containers)}) for pod \\S+ failed with exit code {FAIL_RUN_EXIT} "
+            f"matching FailJob rule")
+
+
+DISRUPTION_PATTERN = "^Pod \\S+ has condition DisruptionTarget matching FailJob rule"
+
+
+def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
+    """`fatal`: the containers whose FAIL_RUN_EXIT fails the run. First rule first: a broken node fails the run
+    (another attempt lands on the same node), a disruption the cluster made restarts the gang without spending
+    `maxRestarts` (kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go FailurePolicyRule,
+    RestartJobSetAndIgnoreMaxRestarts), anything else (a crash, an OOM kill) is the default RestartJobSet."""
     rules = []
-    if shape.preflight_config_map and shape.wiring.capabilities:
-        rules.append({"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]})
-    policy: dict = {"maxRestarts": shape.max_restarts, "restartStrategy": "BlockingRecreate"}
-    if rules:
-        policy["rules"] = rules
-    return policy
+    if fatal:
+        rules.append({"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
+                      "onJobFailureMessagePatterns": [fail_run_pattern(fatal)]})
+    rules.append({"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+                  "onJobFailureReasons": ["PodFailurePolicy"], "onJobFailureMessagePatterns": [DISRUPTION_PATTERN]})
+    return {"maxRestarts": max_restarts, "restartStrategy": "BlockingRecreate", "rules": rules}
 
 
 def cluster_training_runtime(name: str, framework: str, node: NodeShape,
@@ -241,25 +358,45 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
         raise ValueError(f"framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}")
     spec: dict = {}
     template_spec: dict = {}
+    fatal = [PREFLIGHT] if node.preflight_config_map and node.wiring.capabilities else []
     if framework == "mpi":
         launcher_env = dict(node.launcher_extra_env)
-        # Open MPI 5 (PRRTE) does not read the ORTE names the mpi plugin sets.
+        # ssh to the nodes' sshd on SSHD_PORT with the 0600 key, for every mpirun a TrainJob runs: the agent
+        # carries the options (Open MPI splits it into argv: open-mpi/ompi v4.1.x orte/mca/plm/rsh/
+        # plm_rsh_module.c orte_plm_rsh_search), since OMPI_MCA_plm_rsh_args is the mpi plugin's, reserved and
+        # overwritten. Open MPI 5 (PRRTE) reads none of the ORTE names the plugin sets: their PRRTE names too.
+        launcher_env["OMPI_MCA_plm_rsh_agent"] = f"ssh {SSH_OPTIONS}"
+        launcher_env["PRTE_MCA_plm_ssh_agent"] = f"ssh {SSH_OPTIONS}"
+        launcher_env["PRTE_MCA_plm_ssh_args"] = "-o ConnectionAttempts=10"
         launcher_env["PRTE_MCA_prte_default_hostfile"] = MPI_HOSTFILE
+        launcher_env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "true"
+        launcher_env["PRTE_MCA_prte_set_default_slots"] = str(node.gpus)
         launcher_env["OMPI_MCA_mca_base_env_list"] = ";".join([*node.wiring.env, *(
             ["CHECKPOINT_DIR"] if node.checkpoint_claim else [])])
         spec["mlPolicy"] = {"numNodes": 1, "mpi": {
             "numProcPerNode": node.gpus, "mpiImplementation": "OpenMPI", "sshAuthMountPath": node.ssh_mount_path,
             "runLauncherAsNode": True}}
-        sshd = _node_container(node, list(node.sshd_command))
+        sshd = _node_container(node, ["sh", "-c", SSHD, node.ssh_mount_path])
         sshd["readinessProbe"] = {"tcpSocket": {"port": SSHD_PORT}, "initialDelaySeconds": 5}
+        sshd["volumeMounts"].append({"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR})
         launcher = _node_container(node)
         launcher["env"] += [{"name": k, "value": v} for k, v in launcher_env.items()]
-        launcher_job = _job(_pod(node, launcher, NODE), node, TRAINER)
-        launcher_job = {"name": LAUNCHER, "dependsOn": [{"name": NODE, "status": "Ready"}], "template": launcher_job}
+        launcher["volumeMounts"].append({"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR, "readOnly": True})
+        launcher_pod = _pod(node, launcher, NODE)
+        launcher_pod["spec"]["initContainers"] = [*launcher_pod["spec"].get("initContainers", []), _mpi_hosts(node)]
+        node_pod = _pod(node, sshd, NODE)
+        for pod in (launcher_pod, node_pod):
+            pod["spec"]["volumes"].append(_mpi_key_volume())
+            # Explicit, whatever the image's USER: root's ~/.ssh is where the key is mounted, and only root keeps
+            # IPC_LOCK.
+            pod["spec"]["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
+        # No `dependsOn` on the launcher: MPI_HOSTS_SCRIPT waits instead (why there).
         template_spec["network"] = {"publishNotReadyAddresses": True}
         template_spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [LAUNCHER]}
-        template_spec["replicatedJobs"] = [{"name": NODE, "template": _job(_pod(node, sshd, NODE), node, None)},
-                                           launcher_job]
+        template_spec["replicatedJobs"] = [
+            {"name": NODE, "template": _job(node_pod, node, None, [NODE])},
+            {"name": LAUNCHER, "template": _job(launcher_pod, node, TRAINER, [MPI_HOSTS])}]
+        fatal += [NODE, MPI_HOSTS]
     else:
         spec["mlPolicy"] = {"numNodes": 1, **({"torch": {}} if framework == "torch" else {})}
         trainer_node = _node_container(node)
@@ -272,7 +409,7 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
                                                                            node, TRAINER)}]
     if node.scheduler == "volcano":
         spec["podGroupPolicy"] = {"volcano": {}}
-    template_spec["failurePolicy"] = _failure_policy(node)
+    template_spec["failurePolicy"] = _failure_policy(fatal, node.max_restarts)
     if node.ttl_seconds_after_finished is not None:
         template_spec["ttlSecondsAfterFinished"] = node.ttl_seconds_after_finished
     template: dict = {}

@@ -660,6 +660,9 @@ def mpirun_command(r: Resolved) -> list[str]:
     if r.api == "v2":
         # The trainer's hostfile, by name: Open MPI 5 does not read the ORTE variable the MPI plugin sets.
         cmd[1:1] = ["--hostfile", trainer_v2_runtime.MPI_HOSTFILE]
+        # The runtime's sshd port and key, stated on the command line too (the runtime's launcher env carries
+        # them as the ssh agent for any TrainJob; this wins over the plugin's OMPI_MCA_plm_rsh_args in Open MPI 4).
+        cmd += ["-mca", "plm_rsh_args", trainer_v2_runtime.SSH_OPTIONS]
     for name in [*r.env, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
         cmd += ["-x", name]
     return [*cmd, *r.spec.command]
@@ -948,14 +951,28 @@ def _gpu_count(limits: dict) -> int:
     return int(limits.get(trainer_v2_runtime.GPU_RESOURCE, 0))
 
 
+# A lost node (NotReady): its pod is deleted (taint eviction, or the Job deleting what is left once the survivors'
+# NCCL errors failed it) but stays Terminating, since no kubelet confirms it. With a podFailurePolicy a pod counts
+# only once terminal, and the Job's Failed condition waits until no pod is terminating (kubernetes/kubernetes
+# pkg/controller/job/job_controller.go onlyReplaceFailedPods, trackTerminatingPods, delayTerminalCondition); JobSet
+# acts only on a Failed Job (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go) and BlockingRecreate
+# waits for the old Jobs' foreground deletion. PodGC ends it: it force-deletes, as Failed, a terminating pod on a
+# NotReady node tainted node.kubernetes.io/out-of-service (pkg/controller/podgc/gc_controller.go gcTerminating), or
+# any pod of a deleted Node (gcOrphaned). Shorter unreachable/not-ready tolerations would only start the eviction
+# sooner, not end it, so the runtimes keep the defaults.
+LOST_NODE = ("a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
+             "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted, then the gang "
+             "restarts")
+
+
 def v2_fault_summary(r: Resolved) -> str:
     t = r.profile.trainer
     assert t is not None
     kept = (f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s" if t.ttl_seconds_after_finished
             is not None else "the JobSet kept until the TrainJob is deleted")
-    return (f"any pod failure restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up to "
-            f"{t.max_restarts} times; a failed preflight fails the run; when it ends its active pods are deleted, "
-            f"{kept}")
+    return (f"a crashed or OOM-killed pod restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up "
+            f"to {t.max_restarts} times; a preemption, eviction or drain restarts it without spending that budget; "
+            f"{LOST_NODE}; a failed preflight fails the run; when it ends its active pods are deleted, {kept}")
 
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}

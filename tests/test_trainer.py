@@ -2,11 +2,14 @@
 TrainJobs its jobs become, judged by the pod the v2.3.0 controller makes of the two (../notes/trainer-v2.md)."""
 
 import json
+import shlex
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
-from components import config, k8s, stack, trainer, training_job, versions
+from components import config, k8s, stack, trainer, trainer_v2_runtime, training_job, versions
 from components.config import JobSpec, PlatformConfig
 from components.fabric import NETWORKS_ANNOTATION
 from components.profile import profile as make_profile
@@ -270,7 +273,8 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
     assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}} in spec["volumes"]
-    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else [])
+    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else []) + (
+        ["mpi-hosts"] if fw == "mpi" else [])
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-critical"
     assert spec["restartPolicy"] == "Never"
@@ -399,3 +403,181 @@ def test_runtime_labels_and_names_are_deterministic():
     profile = prof(platform())
     assert trainer.runtimes(profile) == trainer.runtimes(profile)
     assert all(rt["metadata"]["labels"][k8s.CLUSTER_LABEL] == "prod-v2" for rt in trainer.runtimes(profile))
+
+
+# ------------------------------------------------------------------------------------------- review of the renders
+
+
+def test_trainer_controller_may_read_priority_classes_before_it_starts(rendered):
+    """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/templates/rbac/clusterrole.yaml grants nothing on
+    priorityclasses, yet the volcano plugin's TrainJob validation Gets the runtime's PriorityClass through the
+    cached client (pkg/runtime/framework/plugins/volcano/volcano.go Validate): without a rule its informer never
+    syncs and every TrainJob is refused ("context deadline exceeded"; kubeflow/trainer PR #3918). The ServiceAccount
+    is `<fullname>-controller-manager` in the release namespace, fullname = the release name when it contains the
+    chart name (templates/_helpers.tpl trainer.fullname, manager/_helpers.tpl, rbac/_helpers.tpl). Both objects
+    exist before the release, so the controller's cache syncs at start."""
+    run = rendered(V2).run
+    by_kind = {r.inputs.get("kind"): r for r in run.registrations if r.custom}
+    role, binding = by_kind["ClusterRole"], by_kind["ClusterRoleBinding"]
+    assert role.inputs["rules"] == [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+                                     "verbs": ["get", "list", "watch"]}]
+    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                         "name": role.inputs["metadata"]["name"]}
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "kubeflow-trainer-controller-manager",
+                                           "namespace": "kubeflow-system"}]
+    (release,) = [r for r in run.registrations if r.type.endswith(":Release") and r.inputs["name"] ==
+                  "kubeflow-trainer"]
+    assert {role.urn, binding.urn} <= set(release.dependencies)
+    for obj in (role, binding):
+        manifest = {"apiVersion": obj.inputs["apiVersion"], "kind": obj.inputs["kind"],
+                    **{k: v for k, v in obj.inputs.items() if k not in ("apiVersion", "kind")}}
+        assert schemas.validate(manifest) == []
+
+
+def test_trainer_release_keeps_its_crds(rendered):
+    """The trainer CRDs are chart templates with no `helm.sh/resource-policy: keep` and no value to add it
+    (kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/templates/crd/): deleting the release would delete every
+    TrainJob and its pods. Pulumi refuses to delete or replace it, and would only forget it."""
+    (release,) = [r for r in rendered(V2).run.registrations if r.type.endswith(":Release")
+                  and r.inputs["name"] == "kubeflow-trainer"]
+    assert release.protect and release.retain_on_delete
+
+
+def test_runtimes_and_acceptance_are_replaced_when_an_immutable_field_changes(rendered):
+    """The runtime CRD makes the JobSet template's failurePolicy, network, successPolicy, startupPolicy,
+    volumeClaimPolicies and replicatedJobs[].dependsOn immutable (`self == oldSelf`: kubeflow/trainer@v2.3.0:
+    manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml, from kubernetes-sigs/jobset@v0.12.0:
+    api/jobset/v1alpha2/jobset_types.go), a TrainJob its trainer and runtimeRef (pkg/apis/trainer/v1alpha1/
+    trainjob_types.go): a change is a delete and a create, never a patch the API server refuses."""
+    run = rendered(V2).run
+    runtimes = [r for r in run.registrations if r.inputs.get("kind") == "ClusterTrainingRuntime"]
+    assert runtimes
+    for r in runtimes:
+        assert r.delete_before_replace and set(r.replace_on_changes) == {
+            "spec.template.spec.failurePolicy", "spec.template.spec.network", "spec.template.spec.successPolicy",
+            "spec.template.spec.startupPolicy", "spec.template.spec.volumeClaimPolicies",
+            "spec.template.spec.replicatedJobs[*].dependsOn"}
+    for r in run.registrations:
+        if r.inputs.get("kind") == "TrainJob":  # the acceptance run as the training jobs
+            assert r.replace_on_changes == ["spec"] and r.delete_before_replace, r.name
+
+
+@pytest.mark.parametrize("job", ["ds-moe", "nccl-acceptance"])
+def test_mpi_gang_exists_whole_when_volcano_schedules_it(rendered, job):
+    """Volcano schedules a gang only when minMember pods exist (volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/
+    gang/gang.go validJobFn; actions/allocate/allocate.go skips invalid jobs), and the PodGroup counts the launcher
+    (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go Build). JobSet creates a replicated
+    job with `dependsOn` only once its dependencies reach the status (kubernetes-sigs/jobset@v0.12.0:pkg/
+    controllers/depends_on.go): a launcher depending on `node: Ready` would never be created. So no replicated job
+    depends on another, and the pods JobSet creates at once are the whole gang."""
+    tj, rt = v2_job(rendered, job)
+    derived = effective_jobset(tj, rt)
+    assert not any("dependsOn" in r for r in rt["spec"]["template"]["spec"]["replicatedJobs"])
+    at_start = sum(derived["counts"][r["name"]] for r in derived["jobset"]["replicatedJobs"] if not r.get("dependsOn"))
+    assert at_start == derived["podGroup"]["minMember"] == tj["spec"]["trainer"]["numNodes"]
+
+
+def _mpi_pods(rendered, job: str) -> tuple[dict, dict]:
+    tj, rt = v2_job(rendered, job)
+    node, launcher = effective_jobset(tj, rt)["jobset"]["replicatedJobs"]
+    return node["template"]["spec"]["template"], launcher["template"]["spec"]["template"]
+
+
+@pytest.mark.parametrize("job", ["ds-moe", "nccl-acceptance"])
+def test_launcher_waits_for_every_host_in_an_init_container_the_train_job_cannot_strip(rendered, job):
+    """The launcher's init container `mpi-hosts` mounts the volumes the mpi plugin adds to the launcher pod by name
+    (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/mpi/mpi.go EnforceMLPolicy: `mpi-hostfile` at
+    /etc/mpi, `mpi-ssh-auth`; pkg/constants/constants.go), and a TrainJob's command replaces only the `node`
+    container's (jobset/builder.go Trainer)."""
+    _, launcher = _mpi_pods(rendered, job)
+    spec = launcher["spec"]
+    volumes = {v["name"] for v in spec["volumes"]}
+    (wait,) = [c for c in spec["initContainers"] if c["name"] == "mpi-hosts"]
+    assert [c["name"] for c in spec["initContainers"]] == ["preflight", "mpi-hosts"]
+    assert {m["name"] for m in wait["volumeMounts"]} <= volumes
+    assert {"name": "mpi-hostfile", "mountPath": "/etc/mpi"} in wait["volumeMounts"]
+    assert {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"} in wait["volumeMounts"]
+    assert wait["command"][:2] == ["sh", "-c"] and wait["command"][3] == "/root/.ssh"
+    assert "within 900s" in wait["command"][2]
+    (node,) = spec["containers"]
+    assert node["command"] != wait["command"]  # the TrainJob's, beside it
+
+
+def _run(script: str, arg: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/sh", "-c", script, arg], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+
+
+def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_ssh_error(tmp_path):
+    """MPI_HOSTS_SCRIPT against a stand-in ssh: the hostfile's launcher line (the mpi plugin lists it, last) is
+    skipped, a host that answers passes, one that never does fails the container with the host and ssh's error."""
+    bin_dir, keys = tmp_path / "bin", tmp_path / "keys"
+    bin_dir.mkdir()
+    keys.mkdir()
+    (keys / "id_rsa").write_text("key")
+    (tmp_path / "hostfile").write_text("run-node-0-0.run slots=8\nrun-node-0-1.run slots=8\n"
+                                       "run-launcher-0-0.run slots=8\n")
+    ssh = bin_dir / "ssh"
+    ssh.write_text('#!/bin/sh\nfor a; do h=$a; case "$a" in true) break;; esac; prev=$h; done\n'
+                   'echo "$prev" >> "$LOG"\ncase "$prev" in $DOWN) echo "Connection refused" >&2; exit 255;; esac\n')
+    ssh.chmod(0o755)
+    script = (trainer_v2_runtime.MPI_HOSTS_SCRIPT.replace("/etc/mpi/hostfile", str(tmp_path / "hostfile"))
+              .replace(trainer_v2_runtime.SSH_KEY_DIR, str(tmp_path / "copy")).replace("+ 900 ))", "+ 1 ))")
+              .replace("sleep 5", "sleep 1"))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FASTPATH_TRAINJOB": "run", "LOG": str(tmp_path / "log"),
+           "DOWN": "nothing"}
+    ok = _run(script, str(keys), env, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "log").read_text().split() == ["run-node-0-0.run", "run-node-0-1.run"]
+    assert oct((tmp_path / "copy" / "id_rsa").stat().st_mode & 0o777) == "0o600"
+    down = _run(script, str(keys), {**env, "DOWN": "run-node-0-1.run"}, tmp_path)
+    assert down.returncode == 1
+    assert "run-node-0-1.run took no ssh login on port 2222 within 900s: Connection refused" in down.stderr
+
+
+@pytest.mark.skipif(Path("/usr/sbin/sshd").exists() or Path("/sbin/sshd").exists(),
+                    reason="the script would start this machine's sshd")
+def test_node_without_sshd_fails_fast_with_the_reason(tmp_path):
+    """An MPI image without openssh-server: the `node` container exits 3 at once with what is missing, which the
+    runtime's rules turn into a failed run (tests/test_trainer_faults.py), not maxRestarts gang restarts."""
+    got = _run(trainer_v2_runtime.SSHD, "/root/.ssh", {"PATH": str(tmp_path)}, tmp_path)
+    assert got.returncode == 3
+    assert "fastpath: no sshd in this image" in got.stderr and "trainer.mpiImage" in got.stderr
+
+
+@pytest.mark.parametrize("job", ["ds-moe", "nccl-acceptance"])
+def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
+    """One identity: root. The trainer mounts its ssh Secret at sshAuthMountPath with id_rsa 0640, root-owned
+    (kubeflow/trainer@v2.3.0:pkg/constants/constants.go MPISSHPrivateKeyFileMode), which OpenSSH ignores for its
+    owner (openssh/openssh-portable:authfile.c sshkey_perm_ok): each pod copies it 0600 to /run/fastpath-ssh and ssh
+    is told to use it. sshd needs no prepared config: host keys made at start, port, root by key, the Secret's
+    authorized_keys, StrictModes off, all on its command line. The launcher's ssh agent carries the options for
+    Open MPI 4 (OMPI_MCA_plm_rsh_args is the plugin's, reserved) and 5 (PRTE_MCA_plm_ssh_agent)."""
+    tj, rt = v2_job(rendered, job)
+    assert rt["spec"]["mlPolicy"]["mpi"]["sshAuthMountPath"] == "/root/.ssh"
+    node, launcher = _mpi_pods(rendered, job)
+    for pod in (node, launcher):
+        assert pod["spec"]["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+        (c,) = pod["spec"]["containers"]
+        assert {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"} in c["volumeMounts"]
+        assert any(m["mountPath"] == "/run/fastpath-ssh" for m in c["volumeMounts"])
+    (sshd,) = node["spec"]["containers"]
+    script = sshd["command"][2]
+    assert sshd["command"][3] == "/root/.ssh"
+    for piece in ("ssh-keygen -A", '-f /dev/null -p 2222', "-o PermitRootLogin=prohibit-password",
+                  '-o AuthorizedKeysFile="$0/authorized_keys"', "-o StrictModes=no",
+                  'cp "$0/id_rsa" /run/fastpath-ssh/id_rsa && chmod 600 /run/fastpath-ssh/id_rsa',
+                  'exec "$(command -v sshd)"'):
+        assert piece in script, piece
+    options = ("-p 2222 -i /run/fastpath-ssh/id_rsa -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
+               "-o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10")
+    env = {e["name"]: e.get("value") for e in launcher["spec"]["containers"][0]["env"]}
+    assert env["OMPI_MCA_plm_rsh_agent"] == env["PRTE_MCA_plm_ssh_agent"] == f"ssh {options}"
+    # Open MPI 5 (PRRTE) names of what the plugin sets with ORTE names (item 12 of the review).
+    assert {k: env[k] for k in env if k.startswith("PRTE_MCA_")} == {
+        "PRTE_MCA_plm_ssh_agent": f"ssh {options}", "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+        "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+        "PRTE_MCA_prte_set_default_slots": "8"}
+    command = tj["spec"]["trainer"]["command"]
+    text = command[2] if command[0] == "sh" else shlex.join(command)
+    assert shlex.join(["-mca", "plm_rsh_args", options]) in text

@@ -1,12 +1,13 @@
-"""Faults and cleanup of a v2 run, as JobSet v0.12.0 handles them (tests/jobset_v012.py restates the rules), applied
-to every ClusterTrainingRuntime the committed v2 stack publishes and the JobSet its jobs become: a lost node
-restarts the whole gang from the checkpoint within the budget, a failed preflight ends the run, a finished run
-frees its GPUs. The trainer sets none of this (kubeflow/trainer@v2.3.0: no failurePolicy, backoffLimit or
-restartPolicy anywhere in pkg/): the runtime decides it, and a TrainJob cannot change it."""
+"""Faults and cleanup of a v2 run, as JobSet v0.12.0 and the Job controller handle them (tests/jobset_v012.py
+restates the rules), applied to every ClusterTrainingRuntime the committed v2 stack publishes and the JobSet its
+jobs become: a crash restarts the whole gang from the checkpoint within the budget, a preemption restarts it
+without spending the budget, a lost node holds the run until the Node is remediated, a failed preflight ends the
+run, a finished run frees its GPUs. The trainer sets none of this (kubeflow/trainer@v2.3.0: no failurePolicy,
+backoffLimit or restartPolicy anywhere in pkg/): the runtime decides it, and a TrainJob cannot change it."""
 
 import pytest
 
-from components.trainer_v2_runtime import PREFLIGHT, effective_jobset
+from components.trainer_v2_runtime import MPI_HOSTS, PREFLIGHT, effective_jobset
 from tests import jobset_v012 as js
 
 V2 = "prod-v2"
@@ -46,19 +47,19 @@ LOST = [("llama-pretrain", "node"), ("ds-moe", "node"), ("ds-moe", "launcher"), 
 
 
 @pytest.mark.parametrize(("job", "where"), LOST, ids=[f"{j}:{w}" for j, w in LOST])
-def test_lost_node_restarts_the_gang_from_the_checkpoint_within_the_budget(rendered, job, where):
-    """A pod on a lost node (or OOM-killed, evicted, crashed: any exit but the preflight's) fails its Job
-    (BackoffLimitExceeded); no rule matches that reason, so RestartJobSet recreates every Job, the new gang only
-    once the old one is gone (BlockingRecreate), MAX_RESTARTS times; the next loss fails the run and frees its
-    nodes. Each new pod mounts the same directory of the claim (subPathExpr on the JobSet's name, which a restart
-    keeps), so the run resumes from its last checkpoint."""
+def test_crashed_pod_restarts_the_gang_from_the_checkpoint_within_the_budget(rendered, job, where):
+    """A crashed or OOM-killed pod (any exit but FAIL_RUN_EXIT of the runtime's own containers, no disruption)
+    fails its Job (BackoffLimitExceeded); no rule matches that reason, so RestartJobSet recreates every Job, the
+    new gang only once the old one is gone (BlockingRecreate), MAX_RESTARTS times; the next crash fails the run and
+    frees its nodes. Each new pod mounts the same directory of the claim (subPathExpr on the JobSet's name, which a
+    restart keeps), so the run resumes from its last checkpoint."""
     _, spec = jobset_of(rendered, job)
     job_spec = rjob(spec, where)["template"]["spec"]
     status = js.JobSetStatus()
     for attempt in range(MAX_RESTARTS + 1):
-        reason = js.job_failure_reason(job_spec, container="node", exit_code=137)
-        assert reason == "BackoffLimitExceeded"
-        action = js.failure_action(spec, where, reason)
+        failure = js.job_failure(job_spec, js.PodFailure(f"{job}-{where}-0-0", "node", 137))
+        assert failure is not None and failure[0] == "BackoffLimitExceeded"
+        action = js.failure_action(spec, where, *failure)
         assert action == "RestartJobSet"
         js.apply_action(spec, status, action)
         if attempt < MAX_RESTARTS:
@@ -74,23 +75,90 @@ def test_lost_node_restarts_the_gang_from_the_checkpoint_within_the_budget(rende
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
 
 
-@pytest.mark.parametrize("job", ["llama-pretrain", "llama-sft", "ds-moe", "nccl-acceptance"])
+JOBS = ["llama-pretrain", "llama-sft", "ds-moe", "nccl-acceptance"]
+# (replicated job, container, exit code) that fail the run at once: the preflight on any node; on MPI runs also the
+# `node` pods' sshd wrapper (no sshd in the image) and the launcher's wait for the hosts (no ssh client).
+FATAL = {"node": [PREFLIGHT], "launcher": [PREFLIGHT]}
+FATAL_MPI = {"node": [PREFLIGHT, "node"], "launcher": [PREFLIGHT, MPI_HOSTS]}
+
+
+@pytest.mark.parametrize("job", JOBS)
 def test_failed_preflight_fails_the_run_at_once(rendered, job):
-    """The preflight exits 3 on a node that is not on the fast path: the Job's podFailurePolicy fails it with
-    reason PodFailurePolicy, and the JobSet's first rule turns that into FailJobSet: no restart (another attempt
-    would land on the same broken node), no budget spent, the gang's GPUs freed."""
+    """The preflight exits 3 on a node that is not on the fast path (an MPI node pod's sshd wrapper and the
+    launcher's host wait likewise, on an image without ssh): the Job's podFailurePolicy fails it with reason
+    PodFailurePolicy, and the JobSet's first rule, matching that container's message, turns it into FailJobSet: no
+    restart (another attempt would land on the same broken node or image), no budget spent, the gang's GPUs
+    freed."""
     _, spec = jobset_of(rendered, job)
+    fatal = FATAL_MPI if len(spec["replicatedJobs"]) == 2 else FATAL
     for r in spec["replicatedJobs"]:
         job_spec = r["template"]["spec"]
-        assert [c["name"] for c in job_spec["template"]["spec"]["initContainers"]] == [PREFLIGHT]
-        reason = js.job_failure_reason(job_spec, container=PREFLIGHT, exit_code=3)
-        assert reason == "PodFailurePolicy"
-        status = js.JobSetStatus()
-        js.apply_action(spec, status, js.failure_action(spec, r["name"], reason))
-        assert (status.condition, status.reason, status.restarts) == ("Failed", "FailJobSetAction", 0)
+        assert [c["name"] for c in job_spec["template"]["spec"]["initContainers"]][0] == PREFLIGHT
+        for container in fatal[r["name"]]:
+            failure = js.job_failure(job_spec, js.PodFailure(f"{job}-{r['name']}-0-0", container, 3))
+            assert failure is not None and failure[0] == "PodFailurePolicy", (r["name"], container)
+            status = js.JobSetStatus()
+            js.apply_action(spec, status, js.failure_action(spec, r["name"], *failure))
+            assert (status.condition, status.reason, status.restarts) == ("Failed", "FailJobSetAction", 0)
     # Any other preflight exit (a kill during it, say) is an ordinary failure: a gang restart.
     job_spec = rjob(spec, "node")["template"]["spec"]
-    assert js.failure_action(spec, "node", js.job_failure_reason(job_spec, PREFLIGHT, 137)) == "RestartJobSet"
+    failure = js.job_failure(job_spec, js.PodFailure(f"{job}-node-0-0", PREFLIGHT, 137))
+    assert failure is not None and js.failure_action(spec, "node", *failure) == "RestartJobSet"
+
+
+@pytest.mark.parametrize("job", ["ds-moe", "nccl-acceptance"])
+def test_exit_3_of_the_train_jobs_own_command_is_a_crash_not_a_broken_node(rendered, job):
+    """The launcher's `node` container runs the TrainJob's mpirun: its exit 3 is the job's, not the platform's, so
+    no podFailurePolicy rule names it and the gang restarts within the budget; the host wait timing out (exit 1)
+    likewise."""
+    _, spec = jobset_of(rendered, job)
+    job_spec = rjob(spec, "launcher")["template"]["spec"]
+    for container, code in (("node", 3), (MPI_HOSTS, 1)):
+        failure = js.job_failure(job_spec, js.PodFailure(f"{job}-launcher-0-0", container, code))
+        assert failure is not None and failure[0] == "BackoffLimitExceeded"
+        assert js.failure_action(spec, "launcher", *failure) == "RestartJobSet"
+
+
+@pytest.mark.parametrize(("job", "where"), LOST, ids=[f"{j}:{w}" for j, w in LOST])
+def test_preemption_restarts_the_gang_without_spending_the_budget(rendered, job, where):
+    """Volcano's gangpreempt/gangreclaim evict a whole gang, setting DisruptionTarget on each pod before deleting it
+    (volcano-sh/volcano@v1.15.1:pkg/scheduler/cache/cache.go defaultEvictor.Evict); a drain (Eviction API) and
+    taint eviction set it too. The Job's DisruptionTarget rule fails it with a message naming the condition, and
+    the JobSet's `disruption` rule restarts the gang with RestartJobSetAndIgnoreMaxRestarts: a preemptible run
+    preempted more often than maxRestarts is still not Failed. A crash after that still spends the budget."""
+    _, spec = jobset_of(rendered, job)
+    job_spec = rjob(spec, where)["template"]["spec"]
+    status = js.JobSetStatus()
+    for _ in range(3 * MAX_RESTARTS):
+        failure = js.job_failure(job_spec, js.PodFailure(f"{job}-{where}-0-1", "node", 143, ("DisruptionTarget",)))
+        assert failure is not None and failure[0] == "PodFailurePolicy"
+        action = js.failure_action(spec, where, *failure)
+        assert action == "RestartJobSetAndIgnoreMaxRestarts"
+        js.apply_action(spec, status, action)
+    assert status.condition is None and status.restarts_count_towards_max == 0
+    crash = js.job_failure(job_spec, js.PodFailure(f"{job}-{where}-0-1", "node", 1))
+    assert crash is not None and js.failure_action(spec, where, *crash) == "RestartJobSet"
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_lost_node_holds_the_run_until_the_node_is_out_of_service_and_the_summary_says_so(rendered, job):
+    """A pod on a NotReady node is deleted but stays Terminating. With a podFailurePolicy it does not count as
+    failed until terminal, and the Job's Failed condition waits for it even after the survivors failed the Job
+    (FailureTarget); JobSet acts only on Failed. PodGC ends it once the Node is tainted
+    node.kubernetes.io/out-of-service (or deleted), and only then does the gang restart. SUMMARY.md says so."""
+    _, spec = jobset_of(rendered, job)
+    job_spec = rjob(spec, "node")["template"]["spec"]
+    assert not js.counts_as_failed(job_spec, phase="Running", terminating=True)
+    assert js.job_condition(failure_target=True, terminating_pods=1) == "FailureTarget"  # no JobSet action
+    assert not js.pod_gc_ends(node_ready=False, taints={"node.kubernetes.io/unreachable"})
+    assert js.pod_gc_ends(node_ready=False, taints={"node.kubernetes.io/unreachable",
+                                                    "node.kubernetes.io/out-of-service"})
+    assert js.pod_gc_ends(node_ready=False, taints=set(), node_exists=False)
+    assert js.job_condition(failure_target=True, terminating_pods=0) == "Failed"
+    summary = rendered(V2).files["SUMMARY.md"]
+    section = summary[summary.index(f"### `{job}`"):] if f"### `{job}`" in summary else summary
+    assert ("a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
+            "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted") in section
 
 
 def test_finished_run_deletes_its_active_pods_and_frees_the_gpus(rendered):

@@ -201,11 +201,18 @@ def test_failure_policy_is_a_gang_restart_and_a_failed_preflight_ends_the_run():
     rt = cluster_training_runtime("fastpath-torch", "torch", shape(max_restarts=5))
     spec = rt["spec"]["template"]["spec"]
     assert spec["failurePolicy"] == {"maxRestarts": 5, "restartStrategy": "BlockingRecreate", "rules": [
-        {"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+        {"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
+         "onJobFailureMessagePatterns": [
+             r"^Container (preflight) for pod \S+ failed with exit code 3 matching FailJob rule"]},
+        {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+         "onJobFailureReasons": ["PodFailurePolicy"],
+         "onJobFailureMessagePatterns": [r"^Pod \S+ has condition DisruptionTarget matching FailJob rule"]}]}
     job = spec["replicatedJobs"][0]["template"]["spec"]
     assert job["backoffLimit"] == 0
-    assert job["podFailurePolicy"] == {"rules": [{"action": "FailJob", "onExitCodes": {
-        "containerName": "preflight", "operator": "In", "values": [3]}}]}
+    assert job["podFailurePolicy"] == {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": "preflight", "operator": "In", "values": [3]}},
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    assert validate(rt) == []
 
 
 def patched_job(**pod_spec) -> dict:
