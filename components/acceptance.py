@@ -68,9 +68,10 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
 
 
 def hosts(r: training_job.Resolved, n: int) -> list[str]:
-    """The first `n` rank hosts of the job, as mpirun reaches them. v2: the launcher is itself a rank host and
-    comes first, then the `node` pods, by the JobSet's headless names (kubeflow/trainer@v2.3.0:pkg/runtime/
-    framework/plugins/mpi/mpi.go writes the hostfile in that order)."""
+    """The first `n` rank hosts of the job, as mpirun reaches them (`-H` names them explicitly, so the hostfile's
+    order does not matter). v2: the launcher is itself a rank host (runLauncherAsNode) and is taken first, so a
+    one-node run stays on the launcher's own node; then the `node` pods, by the JobSet's headless names (the
+    hostfile kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/mpi/mpi.go writes lists the launcher last)."""
     name = r.spec.name
     if r.api == "v2":
         return [f"{name}-launcher-0-0.{name}", *(f"{name}-node-0-{i}.{name}" for i in range(n - 1))][:n]
