@@ -322,7 +322,7 @@ def test_fuzzed_logs_never_raise(tmp_path, capsys):
     fixtures = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))]
     options = [[], ["--expect", "ib"], ["--expect", "efa", "--allow-no-gdr"], ["--expect", "local"],
                ["--min-busbw", "100", "--warn-busbw", "300"], ["--ranks", "16"], ["--section", "2"],
-               ["--format", "json", "--expect", "roce", "--ranks", "8"]]
+               ["--format", "json", "--expect", "roce", "--ranks", "8"], ["--bootstrap", "eth0", "--expect", "ib"]]
     path = tmp_path / "fuzz.log"
     for case in range(1000):
         if case % 4 == 0:
@@ -395,7 +395,10 @@ def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
     extra = [b"fastpath-acceptance: begin 2 nodes\n", b"fastpath-acceptance: end 2 nodes\n",
              b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via PQP/x\n",
              b"h:1:2 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n",
-             b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n", b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n"]
+             b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n", b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n",
+             b"h:1:2 [0] NCCL INFO Bootstrap: Using bond1:10.0.0.9<0>\n",
+             b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth1:10.0.0.9<0>\n",
+             b"h:1:2 [0] NCCL INFO Bootstrap : Using [0]ib1:10.0.0.9<0> [1]eth0:10.1.0.9<0>; OOB eth2:1.2.3.4<5>\n"]
     for case in range(count):
         if case % 5 == 0:
             yield rng.randbytes(rng.randrange(0, 4096))
@@ -470,3 +473,100 @@ def test_a_run_ended_on_the_line_after_its_start_is_empty_in_blocks_too(tmp_path
     path.write_text(f"{MARK}\nfastpath-acceptance: end 2 nodes\n{CHANNEL}\n")
     report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
     assert found and (report.channels, report.nccl_lines) == ({}, 0)
+
+
+# (--expect, log, verdict, substring of the first reason or None): one row per transport components/kinds.py names,
+# and `local`. A new fabric kind's transport is accepted by `--expect` from its row in kinds.py alone.
+EXPECTS = [
+    ("ib", "ib_gdr_linerate", "pass", None),
+    ("roce", "roce", "pass", None),
+    ("efa", "efa_aws_libfabric_shared_timestamps", "pass", None),
+    ("socket", "socket_fallback_with_networks", "fail", "no RDMA device in the pod"),
+    ("local", "ib_gdr_linerate", "fail", "a one-node run used the network (ib)"),
+]
+
+
+def test_expect_rows_cover_every_transport_of_the_kinds_table():
+    from components.kinds import TRANSPORTS
+
+    assert ncclcheck.EXPECT == (*TRANSPORTS, "local")
+    assert [row[0] for row in EXPECTS] == list(ncclcheck.EXPECT)
+
+
+@pytest.mark.parametrize(("expect", "log", "verdict", "reason"), EXPECTS, ids=[row[0] for row in EXPECTS])
+def test_expect_accepts_each_transport(capsys, expect, log, verdict, reason):
+    rc = ncclcheck.main([str(LOGS / f"{log}.log"), "--expect", expect, "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert (rc, out["verdict"]) == (0 if verdict == "pass" else 1, verdict)
+    assert (out["reasons"] == []) if reason is None else reason in out["reasons"][0]
+
+
+def test_expect_refuses_a_transport_no_kind_names(capsys):
+    with pytest.raises(SystemExit) as exc:
+        ncclcheck.main([str(LOGS / "roce.log"), "--expect", "infiniband"])
+    assert exc.value.code == 2 and "invalid choice: 'infiniband'" in capsys.readouterr().err
+
+
+# The lines NCCL prints for the interface it bootstraps on (its out-of-band sockets), by version:
+# - NVIDIA/nccl@v2.7.8-1:src/bootstrap.cc `Bootstrap : Using [0]ib0:10.90.43.152<0>` (the interfaces found, the
+#   first one used);
+# - NVIDIA/nccl@v2.18.5-1:src/bootstrap.cc `Bootstrap : Using eth0:10.224.3.48<0>` (INIT; BOOTSTRAP from 2.23);
+# - NVIDIA/nccl@v2.27.7-1:src/bootstrap.cc `Bootstrap: Using eth0:10.244.1.17<0>` (BOOTSTRAP, from 2.24), and
+#   `Bootstrap: Using mlx5_0:1` for NCCL_OOB_NET_ENABLE (a NET device and port: not an interface);
+# - NVIDIA/nccl@v2.27.7-1:src/transport/net_ib.cc (v2.30.7-1:src/transport/net_ib/init.cc)
+#   `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.244.1.17<0>` (INIT,NET), every version.
+# ncclSocketToString (NVIDIA/nccl@v2.27.7-1:src/misc/socket.cc) prints the address as `<host><<port>>`.
+HOSTNET = "node-7:311:311 [0] NCCL INFO "
+# (id, log: a fixture's name or its lines, --bootstrap, verdict, the reason in full (substrings) or None)
+BOOTSTRAPS = [
+    ("2.27-bootstrap-and-oob", "ib_gdr_linerate", "eth0", "pass", None),
+    ("2.27-other-interface", "ib_gdr_linerate", "bond0", "fail",
+     "NCCL bootstrapped on eth0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names bond0 but NCCL used eth0"),
+    ("2.18-spaced", "ibext_ib_sharp", "eth0", "pass", None),
+    ("2.7-indexed", "old_channel_format", "ib0", "pass", None),
+    ("2.7-indexed-other", "old_channel_format", "eth0", "fail", "names eth0 but NCCL used ib0"),
+    ("oob-only-vlan", "ibext_v8_roce_merged", "bond0.526", "pass", None),
+    ("not-in-log", "nccltests_old_table", "eth0", "incomplete",
+     "bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line"),
+    # A host-network pod: NCCL_SOCKET_IFNAME=bond0 (the node's primary interface) was not set, and NCCL took the
+    # first interface it found on the host.
+    ("hostnetwork-first-found", [f"{HOSTNET}Bootstrap: Using enp1s0f0:10.0.0.5<0>",
+                                 f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB enp1s0f0:10.0.0.5<0>"],
+     "bond0", "fail", "NCCL bootstrapped on enp1s0f0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names "
+     "bond0 but NCCL used enp1s0f0; set them to the interface that routes between the nodes (on the host network: "
+     "the node's primary interface)"),
+    ("hostnetwork-right", [f"{HOSTNET}Bootstrap: Using bond0:10.0.0.5<0>", f"{HOSTNET}Bootstrap: Using mlx5_0:1",
+                           f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB bond0:10.0.0.5<0>"],
+     "bond0", "pass", None),
+    ("socket-and-oob-differ", [f"{HOSTNET}Bootstrap : Using bond0:10.0.0.5<0>",
+                               f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB ; OOB eth1:192.168.0.5<0>"],
+     "bond0", "fail", "NCCL bootstrapped on eth1, not bond0"),
+]
+
+
+@pytest.mark.parametrize(("log", "interface", "verdict", "reason"), [row[1:] for row in BOOTSTRAPS],
+                         ids=[row[0] for row in BOOTSTRAPS])
+def test_bootstrap_interface(tmp_path, capsys, log, interface, verdict, reason):
+    if isinstance(log, list):
+        path = tmp_path / "bootstrap.log"
+        path.write_text("\n".join(log) + "\n")
+    else:
+        path = LOGS / f"{log}.log"
+    rc = ncclcheck.main([str(path), "--bootstrap", interface, "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert (rc, out["verdict"]) == (0 if verdict == "pass" else 1, verdict), out["reasons"]
+    if reason is None:
+        assert out["reasons"] == []
+    else:
+        assert any(reason in r for r in out["reasons"]), out["reasons"]
+    # the same interfaces read line by line and in blocks, wherever the blocks end
+    want = ncclcheck.parse(ncclcheck.read_lines(path))[0].bootstrap_interfaces
+    for chunk in (7, 1 << 18):
+        assert ncclcheck.parse_files([path], chunk_size=chunk)[0].bootstrap_interfaces == want
+
+
+def test_bootstrap_is_read_only_when_asked():
+    """Reading the interfaces costs a regex pass over the log, so the CLI reads them only under --bootstrap."""
+    path = LOGS / "ib_gdr_linerate.log"
+    assert ncclcheck.parse_files([path], bootstrap=False)[0].bootstrap_interfaces == []
+    assert ncclcheck.parse_files([path])[0].bootstrap_interfaces == ["eth0"]

@@ -1,7 +1,7 @@
 """Read NCCL_DEBUG=INFO logs and nccl-tests output and say what happened, and whether it is the fast path.
 
     python -m tools.ncclcheck LOG... [--expect ib|roce|efa|socket|local] [--min-busbw GBPS] [--warn-busbw GBPS]
-                              [--ranks N] [--section NODES] [--allow-no-gdr] [--format text|json]
+                              [--ranks N] [--section NODES] [--bootstrap IFACE] [--allow-no-gdr] [--format text|json]
 
 Reports the transport each channel used (NET/IB with or without GDRDMA, the HPC-X plugin's NET/IBext*, aws-ofi-nccl's
 NET/Libfabric, NET/AWS Libfabric and NET/OFI, NET/Socket, P2P, SHM), whether any rank fell back to Socket, nranks and
@@ -11,11 +11,11 @@ the peak, and known failure lines. RoCE is told from InfiniBand by the link laye
 
 It judges what the log shows and says what it cannot show. Exit 0 (`pass`, or `warn` under --warn-busbw but above
 the floor) when every check asked for holds: the expected transport (with GPUDirect RDMA on RDMA fabrics), every
-expected rank initialised, no failure line, the peak bus bandwidth at the floor. Exit 1 with `fail`, the likely
-cause and the knob, when the log shows a check failing; exit 1 with `incomplete` when a check asked for cannot be
-judged because its lines are not in this log (nccl-tests output without NCCL INFO lines has bandwidth but no
-transport; a cut log has no results table). What was not asked for and is not in the log is only reported. Exit 2
-when a log cannot be read.
+expected rank initialised, no failure line, the peak bus bandwidth at the floor, NCCL's bootstrap on the interface
+--bootstrap names. Exit 1 with `fail`, the likely cause and the knob, when the log shows a check failing; exit 1 with
+`incomplete` when a check asked for cannot be judged because its lines are not in this log (nccl-tests output without
+NCCL INFO lines has bandwidth but no transport; a cut log has no results table). What was not asked for and is not in
+the log is only reported. Exit 2 when a log cannot be read.
 
 Logs are read in blocks of whole lines, in bounded memory whatever their size (see `Parser.feed_block` for how a
 block is judged without a Python step per line); prefixes that launchers and log collectors put
@@ -37,12 +37,15 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate, compress
 from pathlib import Path
 
+from components.kinds import KINDS, TRANSPORTS
+
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
 # Bytes read at a time. A block costs a few passes in C over it plus a Python step per distinct line shape, and
-# holds a few copies of itself and a list of its lines (about ten times its size at the peak): at 1 MiB the
-# resident set stays near 25 MB (8 MiB: 80 MB), and larger blocks were measured no faster.
-CHUNK = 1 << 20
+# holds a few copies of itself and a list of its lines (about ten times its size at the peak): at 256 KiB these
+# stay in the CPU's caches between passes (measured 10-20% faster than 1 MiB, no slower than 128 KiB), and the
+# resident set near 18 MB.
+CHUNK = 1 << 18
 # Line shapes remembered between blocks (each a line of the log with its numbers zeroed).
 MAX_SHAPES = 1 << 14
 # Bounds on what is remembered per log, so memory does not grow with the log or with garbage in it.
@@ -70,6 +73,14 @@ CHANNEL = re.compile(r"\b(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? :\s+\d{1,9}(?:\[[
 # `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}` (merged NICs), `[0]mlx5_9:1/IB/SHARP`, `NET/IB: [0] mlx5_1:1/IB`.
 LINK_LAYER = re.compile(r"[\w.-]{1,64}:\d{1,3}/(IB|RoCE)\b")
 NET_SOCKET_USING = re.compile(r"NET/Socket : Using (.*)")
+# The interface NCCL bootstraps on (its out-of-band sockets), `<name>:<address><<port>>` (ncclSocketToString):
+# `Bootstrap : Using [0]ib0:10.1.2.3<0>` (up to 2.7: the interfaces found, the first one used), `Bootstrap : Using
+# eth0:10.1.2.3<0>` (2.8 to 2.23; from 2.23 under NCCL_DEBUG_SUBSYS=BOOTSTRAP), `Bootstrap: Using eth0:10.1.2.3<0>`
+# (2.24 on), and the IB transport's own `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.1.2.3<0>` (INIT,NET). Not
+# 2.27's `Bootstrap: Using mlx5_0:1` (NCCL_OOB_NET_ENABLE: a NET device, no address).
+_BOOTSTRAP_LEADS = (r"Bootstrap ?: Using (?:\[\d{1,3}\])?", r"; OOB ")
+_INTERFACE_ADDRESS = r"([^\s:<>\[\]]{1,64}):[^\s<>]{0,64}<\d{1,6}>"
+BOOTSTRAP_USING = re.compile(f"(?:{'|'.join(_BOOTSTRAP_LEADS)}){_INTERFACE_ADDRESS}")
 USING_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.{0,60}?)\s*$")
 OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (\w{1,32})")
 INIT = re.compile(r"rank (\d{1,9}) nranks (\d{1,9}) .*- Init COMPLETE")
@@ -113,6 +124,10 @@ FAILURES = [
 FAILURE_HINT = re.compile(r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left")
 
 NO_DEBUG = "run with NCCL_DEBUG=INFO"
+# What --expect accepts: each fabric kind's transport, and `local` for a one-node run (P2P/SHM only).
+EXPECT = (*TRANSPORTS, "local")
+# Transports that must run with GPUDirect RDMA.
+RDMA_TRANSPORTS = frozenset(kind.transport for kind in KINDS.values() if kind.rdma)
 
 
 @dataclass
@@ -141,6 +156,7 @@ class Report:
     unknown_nets: list[str] = field(default_factory=list)
     ofi_provider: str | None = None
     socket_interfaces: list[str] = field(default_factory=list)
+    bootstrap_interfaces: list[str] = field(default_factory=list)  # where NCCL bootstrapped (Bootstrap / OOB)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -179,11 +195,14 @@ def net_family(name: str) -> str | None:
 class Parser:
     """Reads a log one line at a time; memory stays bounded whatever the log holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, bootstrap: bool = True) -> None:
+        # Whether to read the interfaces NCCL bootstrapped on: a regex pass over every block, so only when asked.
+        self.read_bootstrap = bootstrap
         self.r = Report()
         self.channels: Counter[str] = Counter()
         self.link_layers: set[str] = set()
         self.networks: set[str] = set()
+        self.bootstrap: list[str] = []  # interfaces in the order first seen (a list: bounded, added in order)
         self.complete: set[int] = set()
         self.test_ranks: set[int] = set()
         self.table: tuple[int, list[int]] | None = None  # columns of the nccl-tests header, busbw positions
@@ -195,6 +214,8 @@ class Parser:
         line = strip_prefix(raw)
         if not line:
             return
+        if self.read_bootstrap and "Using " in line and (names := BOOTSTRAP_USING.findall(line)):
+            self._bootstrap(names)
         r, first = self.r, line[0]
         if first == "#":  # nccl-tests' banner, device list, table header and summary (and comments)
             self._test_comment(line)
@@ -238,6 +259,11 @@ class Parser:
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
                 r.env[m.group(1)] = m.group(2)
+
+    def _bootstrap(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name not in self.bootstrap and len(self.bootstrap) < MAX_NAMES:
+                self.bootstrap.append(name)
 
     def _network(self, name: str) -> None:
         if name in self.networks or len(self.networks) < MAX_NAMES:
@@ -286,17 +312,18 @@ class Parser:
         if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
             self._feed_lines(block)  # lone CRs end lines too, as in a text-mode read: rare enough to go slowly
             return
-        if PROTECTED[1] in block:  # the stand-in is in the log itself: it cannot tell P2P from it
+        # The stand-in is in the log itself: it cannot tell P2P from it (`Q` is rare, and memchr finds it at once).
+        if b"Q" in block and PROTECTED[1] in block:
             self._feed_lines(block)
             return
-        norm = HEX_POINTER.sub(_zero_pointer, block.replace(*PROTECTED)).translate(ZERO_DIGITS)
+        norm = _zero_pointers(block.replace(*PROTECTED)).translate(ZERO_DIGITS)
         lines = norm.split(b"\n")
         cache, judged = self.shapes, {}
         for line, n in Counter(lines).items():
             if (shape := cache.get(line)) is None:
                 if len(cache) >= MAX_SHAPES:
                     cache.clear()
-                shape = cache[line] = Shape.of(line)
+                shape = cache[line] = Shape.of(line, self.read_bootstrap)
             judged[line] = (shape, n)
         if not self._order_free(judged.values()):
             self._feed_lines(block)
@@ -308,34 +335,43 @@ class Parser:
             return
         slow = {line: n for line, n in per_line.items() if judged[line][0].slow}
         if sum(slow.values()) <= MAX_FOUND and all(shape.in_bulk for shape, _ in judged.values()):
-            kinds = [any(shape.hits[kind] for shape, _ in judged.values()) for kind in range(3)]
-            self._read_in_bulk(block, norm, slow, kinds)
+            kinds = [any(shape.hits[kind] for shape, _ in judged.values()) for kind in range(4)]
+            env_at = {line: shape.env_at for line, (shape, _) in judged.items() if shape.env_at}
+            self._read_in_bulk(block, norm, slow, kinds, env_at)
         else:
             self._read_line_by_line(block, lines, judged, set(per_line))
 
-    def _read_in_bulk(self, block: bytes, norm: bytes, slow: dict[bytes, int], kinds: list[bool]) -> None:
-        """Ranks, environment and nccl-tests ranks by one regex over the block each, for the `kinds` its shapes hold
-        (`Shape.in_bulk` made sure each match is one that `feed` takes, one per line); the few slow lines found by
-        their shape."""
+    def _read_in_bulk(self, block: bytes, norm: bytes, slow: dict[bytes, int], kinds: list[bool],
+                      env_at: dict[bytes, tuple[int, int, int, int]]) -> None:
+        """Ranks, environment, nccl-tests ranks and bootstrap interfaces by one regex over the block each, for the
+        `kinds` its shapes hold (`Shape.in_bulk` made sure each match is one that `feed` takes, as many per line as it
+        takes); the few slow lines found by their shape. Variables whose lines have digits (`env_at`: where name and
+        value are in lines of that shape) are read from the last line of each shape: the last value set wins, and
+        `_order_free` made sure that no bound fills up, so the lines before it change nothing, unless the names
+        themselves hold digits."""
         r = self.r
-        for rank, nranks, complete in RANKS_BYTES.findall(block) if kinds[0] else ():
-            r.nranks = max(r.nranks or 0, int(nranks))
-            if complete and len(self.complete) < MAX_RANKS:
-                self.complete.add(int(rank))
-        for name, value in ENV_BYTES.findall(block) if kinds[1] else ():  # in order: the last value set wins
-            if name.decode() in r.env or len(r.env) < MAX_NAMES:
-                r.env[name.decode()] = value.decode()
-        for rank in TEST_RANK_BYTES.findall(block) if kinds[2] else ():
-            if len(self.test_ranks) < MAX_RANKS:
-                self.test_ranks.add(int(rank))
+        if kinds[0] and (found := RANKS_BYTES.findall(block)):
+            # Sets of the numbers as written first: a block holds each rank's few init lines, and int() is per value.
+            r.nranks = max(r.nranks or 0, max(map(int, {nranks for _, nranks, _ in found})))
+            _add_bounded(self.complete, [rank for rank, _, complete in found if complete])
+        if env_at and not any(b"0" in norm_line[a:b] for norm_line, (a, b, _, _) in env_at.items()):
+            for start, (a, b, c, d) in sorted((_line_starts(norm, line, 1, last=True)[0][0], at)
+                                              for line, at in env_at.items()):
+                if (name := block[start + a:start + b].decode("ascii")) in r.env or len(r.env) < MAX_NAMES:
+                    r.env[name] = block[start + c:start + d].decode("ascii")
+        elif kinds[1]:  # in order: the last value set wins, and a name is first set where it first appears
+            for name, value in dict(ENV_BYTES.findall(block)).items():
+                if name.decode() in r.env or len(r.env) < MAX_NAMES:
+                    r.env[name.decode()] = value.decode()
+        if kinds[2]:
+            _add_bounded(self.test_ranks, TEST_RANK_BYTES.findall(block))
+        if kinds[3]:
+            self._bootstrap(_bootstrap_names(block))
         if not slow:
             return
-        padded, starts = b"\n" + norm + b"\n", []
-        for line, n in slow.items():
-            needle, pos = b"\n" + line + b"\n", 0
-            for _ in range(n):
-                pos = padded.find(needle, pos) + 1
-                starts.append((pos - 1, len(line)))
+        starts = []
+        for line, n in slow.items():  # where each slow line starts: found in `norm`, whose offsets are the block's
+            starts += _line_starts(norm, line, n)
         for start, length in sorted(starts):
             self.feed(block[start:start + length].decode("utf-8", "replace")[:MAX_LINE])
 
@@ -346,6 +382,8 @@ class Parser:
         vias: Counter[bytes] = Counter()
         for start, line in compress(zip(starts, lines, strict=False), map(per_line.__contains__, lines)):
             shape = judged[line][0]
+            if shape.boot and not shape.slow:
+                self._bootstrap(_bootstrap_names(block[start:start + len(line)]))
             if shape.via:
                 vias[block[start + shape.via[0]:start + shape.via[1]]] += 1
                 continue
@@ -364,7 +402,7 @@ class Parser:
                     env[name] = value
                 continue
             # An init line: its one `rank N nranks M`, which `feed` would read (Shape.of checked there is one).
-            if m := RANKS_BYTES.search(raw):
+            if shape.nranks and (m := RANKS_BYTES.search(raw)):
                 self.r.nranks = max(self.r.nranks or 0, int(m.group(2)))
                 if shape.complete and len(self.complete) < MAX_RANKS:
                     self.complete.add(int(m.group(1)))
@@ -380,10 +418,13 @@ class Parser:
         """Whether applying the block's shapes out of line order gives what feeding its lines in order would: no
         bounded collection fills up in this block, and no environment variable is set both by lines applied by
         shape and by other lines, or to two values (the last one set wins)."""
-        channels, networks, by_shape, by_line = set(self.channels), set(self.networks), {}, set()
+        channels: set[str | None] = set(self.channels)
+        networks: set[str | None] = set(self.networks)
+        by_shape: dict[str, str] = {}
+        by_line: set[str] = set()
         unsure, read_per_line = False, 0  # read_per_line: names that channels read line by line may add
         for shape, _ in judged:
-            channels.add(shape.channel)
+            channels.add(shape.channel)  # None (no channel) is discarded below
             networks.add(shape.network)
             read_per_line += 4 if shape.via else 0
             if shape.env and (shape.slow or shape.env_at):
@@ -409,6 +450,7 @@ class Parser:
         r.init_complete = len(self.complete)
         r.test_ranks = len(self.test_ranks)
         r.networks = sorted(self.networks)
+        r.bootstrap_interfaces = list(self.bootstrap)
         r.link_layers = sorted(self.link_layers)
         if self.avg_count:
             r.avg_busbw_gbps = round(self.avg_sum / self.avg_count, 3)
@@ -442,13 +484,17 @@ class Parser:
 ZERO_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
 # A pointer or id printed by %p / 0x%lx (`comm 0x55d0c8e000`): its hex letters are zeroed too, as digits are, so
 # that every rank's init lines share a shape. Only whole `0x...` words: no word of a marker is hex.
-HEX_POINTER = re.compile(rb"0x[0-9]*[a-f][0-9a-f]*(?![\w])")
+HEX_POINTER = re.compile(rb"(0x[0-9]*[a-f][0-9a-f]*)(?![\w])")
 # NRANKS, INIT, ENV_SET and TEST_RANK over a block, where `\s` must not cross a line. Shape.of checks that they find
 # in a line what the str patterns find (lines with whitespace that only str knows as such are read by `feed`).
 RANKS_BYTES = re.compile(rb"rank (\d{1,9}) nranks (\d{1,9})( [^\n]*- Init COMPLETE)?")
 ENV_BYTES = re.compile(rb"(NCCL_\w{1,64}) set by environment to ([^\s]{0,200})")
 TEST_RANK_BYTES = re.compile(rb"#[^\S\n]+Rank[^\S\n]+(\d{1,9})[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid\b")
 RANKS_ANYWHERE = re.compile(rb"rank \d{1,9} nranks \d{1,9}")
+# BOOTSTRAP_USING as one pattern per lead, each with its literal prefix for sre's fast scan (the alternation has
+# none, and is twenty times slower over a block); their matches never overlap (a lead holds spaces, the interface
+# and address none), so together, in order, they find what BOOTSTRAP_USING finds.
+BOOTSTRAP_BYTES = tuple(re.compile((lead + _INTERFACE_ADDRESS).encode()) for lead in _BOOTSTRAP_LEADS)
 # Whitespace to str (strip, split, \s) but not to bytes patterns: lines holding them are read by `feed`.
 STR_ONLY_SPACE = re.compile(rb"[\x1c-\x1f]")
 # Past this many slow lines in a block, finding each by its shape costs more than walking the block's lines.
@@ -461,16 +507,24 @@ EOL = re.compile(r"\r\n|\r|\n")
 
 
 _WORD_BYTES = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
-_ZEROS = [b"0x" + b"0" * n for n in range(32)]  # %p and 0x%lx print at most 16 digits
+_ZEROS = [b"0x".ljust(n, b"0") for n in range(40)]  # by length: %p and 0x%lx print at most 16 digits
 
 
-def _zero_pointer(m: re.Match[bytes]) -> bytes:
-    # A lookbehind in the pattern would cost sre its fast scan for `0x`, so the start of the word is checked here.
-    start = m.start()
-    if start and m.string[start - 1] in _WORD_BYTES:
-        return m.group()
-    digits = m.end() - start - 2
-    return _ZEROS[digits] if digits < len(_ZEROS) else b"0x" + b"0" * digits
+def _zero_pointers(block: bytes) -> bytes:
+    """`block` with each `0x` pointer word zeroed to the same length: split around them (the capturing group keeps
+    them in the list, at odd places) and joined back, so that the only Python step is per pointer, not per call."""
+    parts = HEX_POINTER.split(block)
+    if len(parts) == 1:
+        return block
+    for i in range(1, len(parts), 2):
+        # A lookbehind in the pattern would cost sre its fast scan for `0x`, so the start of the word is checked
+        # here: the text before a pointer is never empty but at the start of the block (a match ends before a
+        # non-word byte, and a match starts with `0`).
+        before = parts[i - 1]
+        if not before or before[-1] not in _WORD_BYTES:
+            size = len(parts[i])
+            parts[i] = _ZEROS[size] if size < len(_ZEROS) else b"0x".ljust(size, b"0")
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -488,28 +542,36 @@ class Shape:
     env_at: tuple[int, int, int, int] | None = None  # where the variable and its value are, when they hold digits
     rank_at: int | None = None  # where nccl-tests' `#  Rank N` starts
     slow: bool = False  # fed line by line: its effect depends on its numbers or on what came before
-    hits: tuple[int, int, int] = (0, 0, 0)  # matches of RANKS_ANYWHERE, ENV_BYTES, TEST_RANK_BYTES in the line
+    boot: int = 0  # bootstrap interfaces `feed` reads from each line (BOOTSTRAP_USING), slow or not
+    hits: tuple[int, int, int, int] = (0, 0, 0, 0)  # matches of RANKS_ANYWHERE, ENV_BYTES, TEST_RANK_BYTES,
+    # BOOTSTRAP_BYTES in the line
 
     @property
     def in_bulk(self) -> bool:
         """Whether the block-wide regexes of `Parser._read_in_bulk` find in lines of this shape exactly what `feed`
         takes from them: nothing in a line fed whole, one match where `feed` reads one."""
-        ranks, env, tests = self.hits
         if self.via is not None:
             return False
         if self.slow:
-            return ranks == env == tests == 0
-        return (ranks, env, tests) == (int(self.nranks), int(self.env is not None), int(self.rank_at is not None))
+            return self.hits == (0, 0, 0, 0) and not self.boot
+        return self.hits == (int(self.nranks), int(self.env is not None), int(self.rank_at is not None), self.boot)
 
     @property
     def per_line(self) -> bool:
         return self.slow or self.nranks or self.via is not None or self.env_at is not None \
-            or self.rank_at is not None
+            or self.rank_at is not None or self.boot > 0
 
     @classmethod
-    def of(cls, shape: bytes) -> Shape:
-        hits = (len(RANKS_ANYWHERE.findall(shape)), len(ENV_BYTES.findall(shape)), len(TEST_RANK_BYTES.findall(shape)))
-        return replace(cls._judge(shape), hits=hits)
+    def of(cls, shape: bytes, bootstrap: bool = True) -> Shape:
+        """The shape of a line, for a parser that reads bootstrap interfaces or not."""
+        boot = boot_hits = 0
+        if bootstrap:  # what `feed` reads on every line of the shape (numbers change the name, never the count)
+            line = strip_prefix(shape[:MAX_LINE * 4].decode("utf-8", "replace")[:MAX_LINE])
+            boot = len(BOOTSTRAP_USING.findall(line)) if "Using " in line else 0
+            boot_hits = sum(len(pattern.findall(shape)) for pattern in BOOTSTRAP_BYTES)
+        hits = (len(RANKS_ANYWHERE.findall(shape)), len(ENV_BYTES.findall(shape)), len(TEST_RANK_BYTES.findall(shape)),
+                boot_hits)
+        return replace(cls._judge(shape), hits=hits, boot=boot)
 
     @classmethod
     def _judge(cls, shape: bytes) -> Shape:
@@ -570,6 +632,42 @@ class Shape:
             r.env[self.env[0]] = self.env[1]
 
 
+def _bootstrap_names(text: bytes) -> list[str]:
+    """The interfaces BOOTSTRAP_USING finds in `text`, in order (the list they go to is bounded)."""
+    found = sorted((m.start(), m.group(1)) for pattern in BOOTSTRAP_BYTES for m in pattern.finditer(text))
+    return [name.decode("utf-8", "replace") for _, name in found]
+
+
+def _add_bounded(ranks: set[int], written: list[bytes]) -> None:
+    """Add the ranks `written` (in the log's order and spelling) to `ranks`, which holds at most MAX_RANKS."""
+    new = set(map(int, set(written)))
+    if len(ranks) + len(new) <= MAX_RANKS:
+        ranks |= new
+        return
+    for rank in map(int, written):  # filling up: in the log's order, as feeding line by line would
+        if len(ranks) < MAX_RANKS:
+            ranks.add(rank)
+
+
+def _line_starts(text: bytes, line: bytes, n: int, last: bool = False) -> list[tuple[int, int]]:
+    """(start, length) of the first `n` lines of `text` (split at \\n) equal to `line`; with `last`, of the last
+    one, which must be there."""
+    found, size = [], len(line)
+    if last:
+        if text.endswith(b"\n" + line) or text == line:
+            return [(len(text) - size, size)]
+        pos = text.rfind(b"\n" + line + b"\n") + 1
+        return [(pos if pos else 0, size)]  # not found in the middle: it is the first line
+    if text.startswith(line) and text[size:size + 1] in (b"\n", b""):
+        found.append((0, size))
+    needle, pos = b"\n" + line + b"\n", 0
+    while len(found) < n and (pos := text.find(needle, pos) + 1):
+        found.append((pos, size))
+    if len(found) < n and text.endswith(b"\n" + line):  # the last line, without a line end after it
+        found.append((len(text) - size, size))
+    return found[:n]
+
+
 def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
     """A log in blocks of whole lines of about `chunk_size` bytes, for `Parser.feed_block`. A line longer than
     MAX_LINE characters comes alone, as a str cut to MAX_LINE, and the rest of it is skipped, not held."""
@@ -583,11 +681,12 @@ def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
                 if not ends:
                     continue
                 chunk, skipping = chunk[min(ends):], False
-            buf = carry + chunk if carry else chunk
-            last = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
-            if last >= 0:
-                yield buf[:last + 1]
-            carry = buf[last + 1:]
+            last = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            if last < 0:  # no line ends in this chunk: all of it belongs to the line in `carry`
+                carry += chunk
+            else:  # one copy of the chunk (none when it ends a line and nothing is carried), not a copy per step
+                yield b"".join((carry, memoryview(chunk)[:last + 1])) if carry or last + 1 < len(chunk) else chunk
+                carry = chunk[last + 1:]
             if len(carry) > longest:
                 yield carry[:longest].decode("utf-8", "replace")[:MAX_LINE]
                 carry, skipping = b"", True
@@ -610,10 +709,11 @@ SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
 SECTION_END = "fastpath-acceptance: end {n} nodes"
 
 
-def parse(lines: Iterable[str], section: int | None = None) -> tuple[Report, bool]:
+def parse(lines: Iterable[str], section: int | None = None, bootstrap: bool = True) -> tuple[Report, bool]:
     """The report of a log (of its `section`-node run when given) and whether that run was found. A run that
-    starts again starts a fresh report; a log cut off mid-run is judged on what is there."""
-    parser = Parser()
+    starts again starts a fresh report; a log cut off mid-run is judged on what is there. `bootstrap`: read the
+    interfaces NCCL bootstrapped on."""
+    parser = Parser(bootstrap)
     if section is None:
         for line in lines:
             parser.feed(line)
@@ -624,7 +724,7 @@ def parse(lines: Iterable[str], section: int | None = None) -> tuple[Report, boo
         if "fastpath-acceptance:" in line:
             marker = strip_prefix(line)
             if marker == begin:
-                parser, found, inside = Parser(), True, True
+                parser, found, inside = Parser(bootstrap), True, True
                 continue
             if marker == end and inside:
                 break
@@ -633,9 +733,10 @@ def parse(lines: Iterable[str], section: int | None = None) -> tuple[Report, boo
     return parser.report(), found
 
 
-def parse_files(paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK) -> tuple[Report, bool]:
+def parse_files(paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK,
+                bootstrap: bool = True) -> tuple[Report, bool]:
     """`parse` of the logs' lines, read in blocks: the same report, at the speed of a few passes in C over the log."""
-    parser = Parser()
+    parser = Parser(bootstrap)
 
     def blocks() -> Iterator[bytes | str]:
         for path in paths:
@@ -654,7 +755,7 @@ def parse_files(paths: Iterable[Path], section: int | None = None, chunk_size: i
                     parser.feed(lines) if isinstance(lines, str) else parser.feed_block(lines)
                 continue
             if (stripped := strip_prefix(marker)) == begin:
-                parser, found, inside = Parser(), True, True
+                parser, found, inside = Parser(bootstrap), True, True
             elif stripped == end and inside:
                 return parser.report(), found
             elif inside:
@@ -684,7 +785,7 @@ def parse_text(text: str, section: int | None = None) -> Report:
 
 
 def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | None, allow_no_gdr: bool,
-          warn_busbw: float | None = None) -> Report:
+          warn_busbw: float | None = None, bootstrap: str | None = None) -> Report:
     failed: list[str] = []  # the log shows a check failing
     absent: list[str] = []  # a check asked for whose lines are not in this log
     notes: list[str] = []  # what the log cannot show, not asked for
@@ -711,7 +812,7 @@ def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | N
                           "device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider")
         else:
             failed.append(f"transport is {r.transport}, expected {expect}: check fabric.kind and NCCL_IB_HCA")
-    if expect in ("ib", "roce", "efa") and r.transport == expect and not r.gdr and not allow_no_gdr:
+    if expect in RDMA_TRANSPORTS and r.transport == expect and not r.gdr and not allow_no_gdr:
         if r.net_channels:
             failed.append("RDMA without GPUDirect (no GDRDMA on the NET channels): data is staged through host "
                           "memory; check gpu.gpuDirect (dmabuf needs the open kernel module, peermem needs "
@@ -720,6 +821,8 @@ def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | N
             absent.append("GPUDirect RDMA: not in this log (no NET channel lines to show GDRDMA): run with "
                           "NCCL_DEBUG_SUBSYS=INIT,NET, or pass --allow-no-gdr")
     _judge_ranks(r, ranks, failed, absent, notes)
+    if bootstrap is not None:
+        _judge_bootstrap(r, bootstrap, failed, absent)
     failed += r.failures
     if r.peak_busbw_gbps is None:
         why = ("not in this log (no nccl-tests results table: the run stopped before its first size, or the log "
@@ -745,6 +848,19 @@ def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | N
                      f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
                      "for a slow rail (ibdiagnet, port counters) before production runs"]
     return r
+
+
+def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[str]) -> None:
+    """NCCL's out-of-band connections (bootstrap, and the IB transport's OOB socket) must use `interface`: on a
+    host-network pod the node's primary interface, which routes between the nodes."""
+    if not r.bootstrap_interfaces:
+        absent.append(f"bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line: run with "
+                      f"NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP); --bootstrap {interface} cannot be "
+                      "checked")
+    elif others := [name for name in r.bootstrap_interfaces if name != interface]:
+        failed.append(f"NCCL bootstrapped on {', '.join(others)}, not {interface}: NCCL_SOCKET_IFNAME / "
+                      f"fabric.podInterface names {interface} but NCCL used {', '.join(others)}; set them to the "
+                      "interface that routes between the nodes (on the host network: the node's primary interface)")
 
 
 def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[str], notes: list[str]) -> None:
@@ -778,7 +894,7 @@ def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[s
 def to_json(r: Report) -> dict:
     d = asdict(r)
     for key in ("nccl_lines", "net_channels", "test_ranks", "transport_note", "unknown_nets", "ofi_provider",
-                "socket_interfaces", "env"):
+                "socket_interfaces", "bootstrap_interfaces", "env"):
         d.pop(key)
     return d
 
@@ -800,18 +916,37 @@ def render_text(r: Report, ranks: int | None) -> str:
     return "\n".join(lines)
 
 
+def keep_freed_memory() -> None:
+    """Ask glibc to keep freed memory for reuse. Each block makes a few buffers of its size; by default glibc gives
+    the freed ones back to the kernel (trim, or munmap above its mmap threshold) and faults fresh pages in for the
+    next block, which was a seventh of the CPU time, all of it in the kernel. Resident memory stays what the
+    largest block needs. Elsewhere (musl, macOS) nothing changes."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: keep up to 64 MiB of free heap
+    mallopt(-3, 16 << 20)  # M_MMAP_THRESHOLD: blocks come from the heap, not a mapping each
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.ncclcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", nargs="+", type=Path)
-    ap.add_argument("--expect", choices=("ib", "roce", "efa", "socket", "local"))
+    ap.add_argument("--expect", choices=EXPECT, help="the transport: a fabric kind's (components/kinds.py), or local "
+                    "for a one-node run")
     ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
     ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")
     ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an "
                     "acceptance log")
     ap.add_argument("--ranks", type=int, help="ranks that must reach Init COMPLETE (default: nranks in the log)")
+    ap.add_argument("--bootstrap", metavar="IFACE", help="the interface NCCL must bootstrap on (NCCL_SOCKET_IFNAME, "
+                    "fabric.podInterface; a host-network pod's: the node's primary interface)")
     ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
+    keep_freed_memory()
     current: list[Path] = []
 
     def paths() -> Iterator[Path]:
@@ -820,7 +955,8 @@ def main(argv: list[str] | None = None) -> int:
             yield path
 
     try:
-        report, found = parse_files(paths(), args.section)
+        # Bootstrap interfaces only when they are checked: reading them costs a regex pass over the log.
+        report, found = parse_files(paths(), args.section, bootstrap=args.bootstrap is not None)
     except OSError as err:
         print(f"{current[0] if current else ''}: cannot read log: {err.strerror or err}", file=sys.stderr)
         return 2
@@ -834,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
             f"no {args.section}-node run in this log (no '{SECTION_BEGIN.format(n=args.section)}' line): the "
             "launcher stopped before it, or this is another job's log"]
     else:
-        judge(report, args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw)
+        judge(report, args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw, args.bootstrap)
     try:
         print(json.dumps(to_json(report), indent=2) if args.format == "json" else render_text(report, args.ranks))
         sys.stdout.flush()
