@@ -134,6 +134,11 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             args += ["--min-busbw", f"{floor:g}"]
         if warn:
             args += ["--warn-busbw", f"{warn:g}"]
+        if n > 1 and fab.kind_row.ib_env:
+            # NCCL's IB transport logs the interface it bootstraps on (`NET/IB : Using ... ; OOB eth0:...`) under
+            # INIT,NET: a wrong fabric.podInterface (the node's on the host network) shows there before anything
+            # hangs. Other transports print it only with the BOOTSTRAP subsystem.
+            args += ["--bootstrap", fab.pod_interface]
         run = {"job": JOB_NAME, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
                "warnBusbwGbps": warn, "check": shlex.join(args)}
         if r.api == "v2":

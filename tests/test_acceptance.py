@@ -125,3 +125,27 @@ def test_acceptance_bigger_than_the_cluster_is_refused():
     p["acceptance"] = {"enabled": True, "scaling": [2, 32]}
     with pytest.raises(config.ConfigError, match=r"acceptance.scaling\[1\] is 32 but the cluster has 16 nodes"):
         stack.parse({"platform": p}, "stacks/Pulumi.prod-roce.yaml")
+
+
+@pytest.mark.parametrize(("pod_interface", "code"), [("eth0", 0), ("bond0", 1)])
+def test_host_network_check_names_the_bootstrap_interface(tmp_path, pod_interface, code):
+    """On the host network fabric.podInterface is the node's own; the check command holds NCCL to it, and a log
+    whose NET/IB line bootstrapped elsewhere (here eth0) fails instead of passing on bandwidth alone."""
+    p = stack_platform("prod-ib")
+    p["fabric"] = {**p["fabric"], "attachment": "hostnetwork", "podInterface": pod_interface}
+    p["fabric"].pop("sriovMaxUnavailable", None)
+    for rail in p["fabric"]["rails"]:
+        rail.pop("rootDevices", None)
+        rail.setdefault("interface", f"ib{p['fabric']['rails'].index(rail)}")
+    p["acceptance"] = {"enabled": True, "nodes": 2, "scaling": [1]}
+    _, runs = acceptance.plan(PlatformConfig.model_validate(p).acceptance,
+                              make_profile(PlatformConfig.model_validate(p)))
+    (run,) = [r for r in runs if r["nodes"] == 2]
+    args = shlex.split(run["check"])
+    assert args[args.index("--bootstrap") + 1] == pod_interface
+    path = section_log(tmp_path, {1: "ib_gdr_linerate", 2: "ib_gdr_linerate"})
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == code, res.stdout
+    if code:
+        assert "names bond0 but NCCL used eth0" in res.stdout
