@@ -84,8 +84,9 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
         problems += [f"{prefix}.{key}: {msg}" for key, msg in training_job.problems(job, prof)]
         out.append(job)
     names = [(j.namespace or prof.namespaces[0], j.name) for j in out]
+    first: dict[tuple[str, str], int] = {}
     for i, n in enumerate(names):
-        if names.index(n) != i:
+        if first.setdefault(n, i) != i:
             problems.append(f"{NAMESPACE}:jobs[{i}].name: {n[1]!r} is already a job in namespace {n[0]!r}")
     # The acceptance job lives in the first training namespace under a fixed name.
     if platform.acceptance.enabled:

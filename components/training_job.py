@@ -976,6 +976,7 @@ def v2_fault_summary(r: Resolved) -> str:
 
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
+V1_KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tensorflow": "TFJob"}
 
 
 def manifest(r: Resolved) -> dict:
@@ -994,7 +995,7 @@ def contract(r: Resolved) -> dict:
     return {
         "job": r.spec.name,
         "namespace": r.namespace,
-        "kind": manifest(r)["kind"],
+        "kind": V1_KINDS[r.spec.framework],
         "replicas": f"{size} x {r.gpus} GPUs",
         "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
         "transport": r.wiring.transport,

@@ -67,6 +67,7 @@ def test_job_pod_wiring(fab, fw, size):
     prof = profile_for(fab)
     r = training_job.resolve(job(fw, size), prof)
     m = training_job.manifest(r)
+    assert training_job.contract(r)["kind"] == m["kind"]  # the contract names the kind it does not rebuild
     wiring = fabric.pod_wiring(prof.fabric, "training", 8, 8)
     expected_env = [{"name": k, "value": v} for k, v in wiring.env.items()]
     # pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/dynamic_rendezvous.py reads it (shared store
