@@ -3,7 +3,7 @@ PY := .venv/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup setup-test render render-all test test-fast lint typecheck docs bench fuzz
+.PHONY: setup setup-test render render-all test test-fast lint format typecheck docs bench fuzz
 
 # Two stamps: rendering needs only requirements.txt; tests add requirements-test.txt (PyTorch among them, for the
 # restart test). Each reinstalls when a file it depends on changes (exact pins: unchanged ones are no-ops). Each
@@ -32,14 +32,19 @@ render-all: setup
 docs: setup
 	$(PY) -m tools.gendocs
 
+# ruff checks and formats (ruff.toml); `make format` rewrites what the check would refuse.
 lint: setup-test
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup-test
+	$(PY) -m ruff format .
 
 # mypy.ini says what is checked and how strictly.
 typecheck: setup-test
 	$(PY) -m mypy
 
-test: setup-test lint
+test: setup-test lint typecheck
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s --check || exit 1; done
 	$(PY) -m tools.gendocs --check
 	$(PY) -m pytest -q
@@ -48,7 +53,7 @@ bench: setup
 	$(PY) -m tools.bench
 
 # The quick loop: everything but the tests that run real torchrun processes for a minute or more.
-test-fast: setup-test lint
+test-fast: setup-test lint typecheck
 	$(PY) -m pytest -q -m "not slow"
 
 # 1000 random stack files (tests/test_fuzz_stacks.py): each refused with a key path or rendered clean.

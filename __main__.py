@@ -14,22 +14,35 @@ except config.ConfigError as err:
     # RunError ends the program with the message alone, no Python traceback.
     raise pulumi.RunError(str(err)) from None
 except Exception as err:  # noqa: BLE001 - a value nothing above expected: still one line naming the file
-    raise pulumi.RunError(f"{stack.stack_file(pulumi.get_stack())}: could not read the stack config: "
-                          f"{type(err).__name__}: {str(err)[:300]}") from None
+    raise pulumi.RunError(
+        f"{stack.stack_file(pulumi.get_stack())}: could not read the stack config: "
+        f"{type(err).__name__}: {str(err)[:300]}"
+    ) from None
 
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 # Jobs wait for the whole platform (their queues come with Volcano, the checkpoint claim with storage),
 # and only the Training Operator's own objects (CRDs, webhook, a ready Deployment) say it can take a job.
 # A TrainJob (v2) instead waits for the runtimes it may name.
-jobs = [TrainingJob(spec.name, TrainingJobArgs(spec=spec, profile=platform.profile),
-                    pulumi.ResourceOptions(depends_on=platform.trainjob_dependencies
-                                           if api_of(spec, platform.profile) == "v2" else platform.job_dependencies))
-        for spec in cfg.jobs]
+jobs = [
+    TrainingJob(
+        spec.name,
+        TrainingJobArgs(spec=spec, profile=platform.profile),
+        pulumi.ResourceOptions(
+            depends_on=platform.trainjob_dependencies
+            if api_of(spec, platform.profile) == "v2"
+            else platform.job_dependencies
+        ),
+    )
+    for spec in cfg.jobs
+]
 if cfg.platform.acceptance.enabled:
-    acceptance = FabricAcceptance("acceptance", FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
-                                  pulumi.ResourceOptions(depends_on=platform.trainjob_dependencies
-                                                         if cfg.platform.job_api == "v2"
-                                                         else platform.job_dependencies))
+    acceptance = FabricAcceptance(
+        "acceptance",
+        FabricAcceptanceArgs(cfg.platform.acceptance, platform.profile),
+        pulumi.ResourceOptions(
+            depends_on=platform.trainjob_dependencies if cfg.platform.job_api == "v2" else platform.job_dependencies
+        ),
+    )
     pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile.to_data())
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

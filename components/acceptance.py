@@ -60,11 +60,29 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
     are the runtime's."""
     command = [versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
     if profile is not None and profile.job_apis == ("v2",) and profile.trainer and profile.trainer.mpi_image:
-        return JobSpec(name=JOB_NAME, framework="mpi", image=profile.trainer.mpi_image, nodes=nodes,
-                       debug_nccl=True, preflight=True, queue=queue, command=command)
+        return JobSpec(
+            name=JOB_NAME,
+            framework="mpi",
+            image=profile.trainer.mpi_image,
+            nodes=nodes,
+            debug_nccl=True,
+            preflight=True,
+            queue=queue,
+            command=command,
+        )
     # max_restarts 0: a failed acceptance run is a verdict, not something to retry.
-    return JobSpec(name=JOB_NAME, framework="mpi", image=acc.image, nodes=nodes, debug_nccl=True, preflight=True,
-                   ttl_seconds_after_finished=7 * 86400, max_restarts=0, queue=queue, command=command)
+    return JobSpec(
+        name=JOB_NAME,
+        framework="mpi",
+        image=acc.image,
+        nodes=nodes,
+        debug_nccl=True,
+        preflight=True,
+        ttl_seconds_after_finished=7 * 86400,
+        max_restarts=0,
+        queue=queue,
+        command=command,
+    )
 
 
 def hosts(r: training_job.Resolved, n: int) -> list[str]:
@@ -90,9 +108,12 @@ def series_script(r: training_job.Resolved, counts: list[int]) -> str:
         hostlist = ",".join(f"{h}:{r.gpus}" for h in hosts(r, n))
         # A ring measures the network, not tree or NVLS tricks (with more than one node).
         ring = ["-x", "NCCL_ALGO=Ring"] if n > 1 else []
-        cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *ring, *base[np_at + 2:]]
-        lines += [f"echo '{MARKER} begin {n} nodes'", f"{shlex.join(cmd)} || status=1",
-                  f"echo '{MARKER} end {n} nodes'"]
+        cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *ring, *base[np_at + 2 :]]
+        lines += [
+            f"echo '{MARKER} begin {n} nodes'",
+            f"{shlex.join(cmd)} || status=1",
+            f"echo '{MARKER} end {n} nodes'",
+        ]
     if r.api == "v2":
         lines += [f"echo '{MARKER} status '$status", "exit 0"]
     else:
@@ -109,8 +130,9 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     sched = profile.scheduler
     if sched.name:
         profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
-    r = training_job.resolve(job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile,
-                             "fastpath:platform.acceptance")
+    r = training_job.resolve(
+        job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile, "fastpath:platform.acceptance"
+    )
     manifest = training_job.manifest(r)
     if r.api == "v2":
         manifest["spec"]["trainer"]["command"] = ["sh", "-c", series_script(r, counts)]
@@ -139,8 +161,15 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             # INIT,NET: a wrong fabric.podInterface (the node's on the host network) shows there before anything
             # hangs. Other transports print it only with the BOOTSTRAP subsystem.
             args += ["--bootstrap", fab.pod_interface]
-        run = {"job": JOB_NAME, "nodes": n, "ranks": ranks, "expect": expect, "minBusbwGbps": floor,
-               "warnBusbwGbps": warn, "check": shlex.join(args)}
+        run = {
+            "job": JOB_NAME,
+            "nodes": n,
+            "ranks": ranks,
+            "expect": expect,
+            "minBusbwGbps": floor,
+            "warnBusbwGbps": warn,
+            "check": shlex.join(args),
+        }
         if r.api == "v2":
             run["logs"] = logs
         runs.append(run)
@@ -180,13 +209,17 @@ class FabricAcceptance(pulumi.ComponentResource):
         depends_on = k8s.inherited_depends_on(opts)
         if args.profile.scheduler.name:
             q = queue(args.acceptance, args.profile)
-            depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self,
-                                                                                   depends_on=depends_on)))
+            depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
         # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable
         # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go), so an update in place would be
         # refused. Replaced, deleted first, as training jobs are (training_job.TrainingJob).
-        self.jobs = [k8s.apply(manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on,
-                                                                replace_on_changes=["spec"],
-                                                                delete_before_replace=True))]
+        self.jobs = [
+            k8s.apply(
+                manifest,
+                pulumi.ResourceOptions(
+                    parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+                ),
+            )
+        ]
         self.runs = runs
         self.register_outputs({"runs": self.runs})

@@ -20,9 +20,15 @@ SUBDIR = "${pvc.metadata.namespace}/${pvc.metadata.name}"
 
 # csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml `controller.tolerations`: Helm replaces a list
 # value wholesale, so adding the GPU taint means repeating these.
-CONTROLLER_TOLERATIONS = [k8s.toleration(key) for key in (
-    "node-role.kubernetes.io/master", "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/control-plane",
-    "CriticalAddonsOnly")]
+CONTROLLER_TOLERATIONS = [
+    k8s.toleration(key)
+    for key in (
+        "node-role.kubernetes.io/master",
+        "node-role.kubernetes.io/controlplane",
+        "node-role.kubernetes.io/control-plane",
+        "CriticalAddonsOnly",
+    )
+]
 
 
 def values(platform: PlatformConfig) -> dict:
@@ -79,16 +85,19 @@ def claims(platform: PlatformConfig) -> list[dict]:
     if platform.checkpoints is None:  # the config refuses checkpointStorage without it
         return []
     size = platform.checkpoints.size
-    return [{
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": k8s.meta(CLAIM, platform.cluster, COMPONENT, namespace=ns),
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": storage_class_name(platform),
-            "resources": {"requests": {"storage": size}},
-        },
-    } for ns in platform.training_namespaces]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": k8s.meta(CLAIM, platform.cluster, COMPONENT, namespace=ns),
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": storage_class_name(platform),
+                "resources": {"requests": {"storage": size}},
+            },
+        }
+        for ns in platform.training_namespaces
+    ]
 
 
 @dataclass
@@ -124,10 +133,17 @@ class CheckpointStorage(pulumi.ComponentResource):
         sc = storage_class(p)
         if sc is not None:
             self.release = k8s.helm_release(
-                "csi-driver-nfs", versions.CSI_NFS_CHART, versions.CSI_NFS_REPO, p.versions.csi_driver_nfs,
-                NAMESPACE, values(p), pulumi.ResourceOptions(parent=self, depends_on=list(args.after)))
+                "csi-driver-nfs",
+                versions.CSI_NFS_CHART,
+                versions.CSI_NFS_REPO,
+                p.versions.csi_driver_nfs,
+                NAMESPACE,
+                values(p),
+                pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+            )
             deps.append(k8s.apply(sc, pulumi.ResourceOptions(parent=self, depends_on=[self.release])))
-        self.claims = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=deps, protect=True,
-                                                           retain_on_delete=True))
-                       for m in claims(p)]
+        self.claims = [
+            k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=deps, protect=True, retain_on_delete=True))
+            for m in claims(p)
+        ]
         self.register_outputs({"claim": CLAIM, "storageClass": storage_class_name(p)})

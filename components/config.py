@@ -34,10 +34,12 @@ def _either(names: Iterable[str]) -> str:
 
 def _rule(check: Callable[[str], str | None]) -> AfterValidator:
     """A pydantic validator from a k8s_syntax check: the check's message is the error."""
+
     def run(value: str) -> str:
         if (problem := check(value)) is not None:
             raise ValueError(problem)
         return value
+
     return AfterValidator(run)
 
 
@@ -77,7 +79,7 @@ class ConfigError(Exception):
                 continue
             line = f"{source}: {p}"
             if len(line) > cls.LINE_LIMIT:
-                line = line[:cls.LINE_LIMIT] + f"... ({len(line) - cls.LINE_LIMIT} more characters)"
+                line = line[: cls.LINE_LIMIT] + f"... ({len(line) - cls.LINE_LIMIT} more characters)"
             lines.append(line)
         for shape, n in seen.items():
             if n > cls.REPEATS_SHOWN:
@@ -234,8 +236,10 @@ class FabricConfig(_Model):
     def _cross_fields(self) -> FabricConfig:
         row = kinds.KINDS[self.kind]
         if not row.rails and self.rails:
-            raise ValueError(f"fabric.kind {self.kind!r} takes no rails: remove fabric.rails "
-                             f"(or set fabric.kind to {_either(k for k, r in kinds.KINDS.items() if r.rails)})")
+            raise ValueError(
+                f"fabric.kind {self.kind!r} takes no rails: remove fabric.rails "
+                f"(or set fabric.kind to {_either(k for k, r in kinds.KINDS.items() if r.rails)})"
+            )
         if not row.attachments and self.attachment:
             raise ValueError(f"fabric.kind {self.kind!r} takes no attachment: remove fabric.attachment")
         if row.rails and not self.rails:
@@ -243,10 +247,14 @@ class FabricConfig(_Model):
         if row.attachments and not self.attachment:
             raise ValueError(f"fabric.kind {self.kind!r} needs fabric.attachment: {_either(row.attachments)}")
         if self.attachment and self.attachment not in row.attachments:
-            why = {"rdma-only": ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
-                                "a network attachment or the host network"}.get(self.attachment, "")
-            raise ValueError(f"fabric.attachment {self.attachment!r} does not work on fabric.kind {self.kind!r}"
-                             f"{why}; use {_either(row.attachments)}")
+            why = {
+                "rdma-only": ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
+                "a network attachment or the host network"
+            }.get(self.attachment, "")
+            raise ValueError(
+                f"fabric.attachment {self.attachment!r} does not work on fabric.kind {self.kind!r}"
+                f"{why}; use {_either(row.attachments)}"
+            )
         if self.kind == "efa" and not self.efa_devices_per_node:
             raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
         if self.kind != "efa" and self.efa_devices_per_node:
@@ -258,40 +266,57 @@ class FabricConfig(_Model):
             if (p := nccl.socket_ifname_problem(ifname, self.pod_interfaces)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p} (or change fabric.podInterface)")
         if self.nccl_net is not None and not row.rdma:
-            raise ValueError(f"fabric.ncclNet is for RDMA fabrics; fabric.kind {self.kind!r} uses NCCL's Socket "
-                             "transport: remove fabric.ncclNet")
+            raise ValueError(
+                f"fabric.ncclNet is for RDMA fabrics; fabric.kind {self.kind!r} uses NCCL's Socket "
+                "transport: remove fabric.ncclNet"
+            )
         if self.gid_index is not None and self.kind != "roce":
             raise ValueError("fabric.gidIndex only applies to fabric.kind 'roce' (InfiniBand ignores it)")
         # (compared with the default too: the profile's fabric round-trips through to_config, defaults included)
-        if self.attachment != "sriov" and "sriov_max_unavailable" in self.model_fields_set \
-                and self.sriov_max_unavailable != 1:
+        if (
+            self.attachment != "sriov"
+            and "sriov_max_unavailable" in self.model_fields_set
+            and self.sriov_max_unavailable != 1
+        ):
             raise ValueError("fabric.sriovMaxUnavailable only applies to fabric.attachment 'sriov': remove it")
         if self.host_network and "pod_interface" not in self.model_fields_set:
-            raise ValueError("fabric.attachment 'hostnetwork' puts pods on the node's interfaces: set "
-                             "fabric.podInterface to the GPU nodes' primary interface (the one that routes between "
-                             "nodes, e.g. bond0 or eno1), which NCCL bootstrap and gloo use")
+            raise ValueError(
+                "fabric.attachment 'hostnetwork' puts pods on the node's interfaces: set "
+                "fabric.podInterface to the GPU nodes' primary interface (the one that routes between "
+                "nodes, e.g. bond0 or eno1), which NCCL bootstrap and gloo use"
+            )
         if self.attachment:
             att = kinds.ATTACHMENTS[self.attachment]
             what = att.interface_role
             for i, rail in enumerate(self.rails):
                 if self.attachment == "sriov":
                     if (rail.interface is None) == (rail.root_devices is None):
-                        raise ValueError(f"fabric.attachment 'sriov' needs exactly one of fabric.rails[{i}].interface "
-                                         f"({what} on the host) or fabric.rails[{i}].rootDevices (its PCI "
-                                         "addresses): set one, remove the other")
+                        raise ValueError(
+                            f"fabric.attachment 'sriov' needs exactly one of fabric.rails[{i}].interface "
+                            f"({what} on the host) or fabric.rails[{i}].rootDevices (its PCI "
+                            "addresses): set one, remove the other"
+                        )
                 elif rail.root_devices is not None:
-                    raise ValueError(f"fabric.rails[{i}].rootDevices only applies to fabric.attachment 'sriov': "
-                                     f"set fabric.rails[{i}].interface ({what}) instead")
+                    raise ValueError(
+                        f"fabric.rails[{i}].rootDevices only applies to fabric.attachment 'sriov': "
+                        f"set fabric.rails[{i}].interface ({what}) instead"
+                    )
                 elif not rail.interface:
-                    raise ValueError(f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: "
-                                     f"{what} on the host")
+                    raise ValueError(
+                        f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: {what} on the host"
+                    )
                 # A rail's subnet is what NV-IPAM hands out on a secondary network, and on RoCE the range NCCL
                 # picks GIDs from; an InfiniBand rail without a secondary network has no address to describe.
                 if rail.subnet is None and (att.secondary_network or self.kind == "roce"):
-                    why = ("NV-IPAM hands pods addresses from it" if att.secondary_network
-                           else "NCCL picks RoCE GIDs from it (NCCL_IB_ADDR_RANGE): the hosts' addresses on the rail")
-                    raise ValueError(f"fabric.rails[{i}].subnet: required with fabric.attachment "
-                                     f"{self.attachment!r} on {self.kind}: {why}")
+                    why = (
+                        "NV-IPAM hands pods addresses from it"
+                        if att.secondary_network
+                        else "NCCL picks RoCE GIDs from it (NCCL_IB_ADDR_RANGE): the hosts' addresses on the rail"
+                    )
+                    raise ValueError(
+                        f"fabric.rails[{i}].subnet: required with fabric.attachment "
+                        f"{self.attachment!r} on {self.kind}: {why}"
+                    )
         for key, label in (("hca", "HCA"), ("interface", "interface"), ("name", "name")):
             seen: dict[str, int] = {}
             for i, rail in enumerate(self.rails):
@@ -299,22 +324,28 @@ class FabricConfig(_Model):
                 if value is None:
                     continue
                 if value in seen:
-                    raise ValueError(f"fabric.rails[{seen[value]}].{key} and fabric.rails[{i}].{key} are both "
-                                     f"{value!r}: each rail needs its own {label}")
+                    raise ValueError(
+                        f"fabric.rails[{seen[value]}].{key} and fabric.rails[{i}].{key} are both "
+                        f"{value!r}: each rail needs its own {label}"
+                    )
                 seen[value] = i
         owner: dict[str, int] = {}
         for i, rail in enumerate(self.rails):
             for address in rail.root_devices or []:
                 if address in owner:
-                    raise ValueError(f"fabric.rails[{owner[address]}].rootDevices and fabric.rails[{i}].rootDevices "
-                                     f"both list {address}: each PF serves one rail")
+                    raise ValueError(
+                        f"fabric.rails[{owner[address]}].rootDevices and fabric.rails[{i}].rootDevices "
+                        f"both list {address}: each PF serves one rail"
+                    )
                 owner[address] = i
         for i, a in enumerate(self.rails):
             for j in range(i):
                 b = self.rails[j]
                 if a.subnet is not None and b.subnet is not None and a.subnet.overlaps(b.subnet):
-                    raise ValueError(f"fabric.rails[{j}].subnet {b.subnet} and fabric.rails[{i}].subnet {a.subnet} "
-                                     "overlap: give every rail its own subnet, or two pods get one address")
+                    raise ValueError(
+                        f"fabric.rails[{j}].subnet {b.subnet} and fabric.rails[{i}].subnet {a.subnet} "
+                        "overlap: give every rail its own subnet, or two pods get one address"
+                    )
         return self
 
     def rail_name(self, index: int) -> str:
@@ -410,8 +441,10 @@ class CheckpointConfig(_Model):
     @model_validator(mode="after")
     def _one_source(self) -> CheckpointConfig:
         if (self.nfs is None) == (self.storage_class is None):
-            raise ValueError("set exactly one of checkpoints.nfs (install an NFS StorageClass) or "
-                             "checkpoints.storageClass (an existing ReadWriteMany class)")
+            raise ValueError(
+                "set exactly one of checkpoints.nfs (install an NFS StorageClass) or "
+                "checkpoints.storageClass (an existing ReadWriteMany class)"
+            )
         return self
 
 
@@ -426,8 +459,10 @@ class MonitoringConfig(_Model):
     @model_validator(mode="after")
     def _labels_need_monitoring(self) -> MonitoringConfig:
         if self.service_monitor_labels and not self.enabled:
-            raise ValueError("monitoring.serviceMonitorLabels is set but monitoring.enabled is false: no "
-                             "ServiceMonitor is created; set monitoring.enabled true or remove the labels")
+            raise ValueError(
+                "monitoring.serviceMonitorLabels is set but monitoring.enabled is false: no "
+                "ServiceMonitor is created; set monitoring.enabled true or remove the labels"
+            )
         return self
 
 
@@ -491,8 +526,10 @@ class AcceptanceConfig(_Model):
     @model_validator(mode="after")
     def _bands(self) -> AcceptanceConfig:
         if self.warn_efficiency < self.efficiency:
-            raise ValueError(f"acceptance.warnEfficiency ({self.warn_efficiency}) is below acceptance.efficiency "
-                             f"({self.efficiency}): the warning band lies above the failure floor; raise it")
+            raise ValueError(
+                f"acceptance.warnEfficiency ({self.warn_efficiency}) is below acceptance.efficiency "
+                f"({self.efficiency}): the warning band lies above the failure floor; raise it"
+            )
         return self
 
 
@@ -523,8 +560,11 @@ class TrainerConfig(_Model):
 
     @model_validator(mode="after")
     def _images(self) -> TrainerConfig:
-        problems = [f"trainer.{key}: {p}" for key, image in (("image", self.image), ("mpiImage", self.mpi_image))
-                    if image is not None and (p := image_problem(image)) is not None]
+        problems = [
+            f"trainer.{key}: {p}"
+            for key, image in (("image", self.image), ("mpiImage", self.mpi_image))
+            if image is not None and (p := image_problem(image)) is not None
+        ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -576,26 +616,36 @@ class PlatformConfig(_Model):
             raise ValueError(f"trainingNamespaces lists {sorted(dup)} more than once")
         taken = [n for n in self.training_namespaces if n in k8s_syntax.RESERVED_NAMESPACES]
         if taken:
-            raise ValueError(f"trainingNamespaces {taken} is a system or platform namespace (fastpath would label "
-                             "it for training and put networks and claims in it): use namespaces of their own")
+            raise ValueError(
+                f"trainingNamespaces {taken} is a system or platform namespace (fastpath would label "
+                "it for training and put networks and claims in it): use namespaces of their own"
+            )
         if self.gpu.gpu_direct == "peermem" and self.gpu.driver_preinstalled and not self.gpu.host_mofed:
-            raise ValueError("gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
-                             "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
-                             "gpu.gpuDirect 'dmabuf' instead")
+            raise ValueError(
+                "gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
+                "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
+                "gpu.gpuDirect 'dmabuf' instead"
+            )
         if self.fabric.kind == "tcp" and self.gpu.gpu_direct != "none" and "gpu_direct" in self.gpu.model_fields_set:
             raise ValueError("gpu.gpuDirect has no effect on fabric.kind 'tcp': set it to 'none' or remove it")
         capacity = self.nodes.count * self.gpu.per_node
         for i, q in enumerate(self.scheduler.queues):
             if q.gpus is not None and q.gpus > capacity:
-                raise ValueError(f"scheduler.queues[{i}].gpus is {q.gpus} but the cluster has {capacity} GPUs "
-                                 f"(nodes.count {self.nodes.count} x gpu.perNode {self.gpu.per_node})")
+                raise ValueError(
+                    f"scheduler.queues[{i}].gpus is {q.gpus} but the cluster has {capacity} GPUs "
+                    f"(nodes.count {self.nodes.count} x gpu.perNode {self.gpu.per_node})"
+                )
         if self.components.checkpoint_storage and self.checkpoints is None:
-            raise ValueError("components.checkpointStorage is on but checkpoints is not set: add checkpoints.nfs "
-                             "or checkpoints.storageClass (or turn components.checkpointStorage off)")
+            raise ValueError(
+                "components.checkpointStorage is on but checkpoints is not set: add checkpoints.nfs "
+                "or checkpoints.storageClass (or turn components.checkpointStorage off)"
+            )
         nfs = self.checkpoints.nfs if self.checkpoints else None
         if nfs is not None and nfs.rdma and not self.fabric.kind_row.rails:
-            raise ValueError(f"checkpoints.nfs.rdma needs RDMA NICs on the GPU nodes, but fabric.kind is "
-                             f"{self.fabric.kind!r}: set checkpoints.nfs.rdma false (plain NFS over TCP)")
+            raise ValueError(
+                f"checkpoints.nfs.rdma needs RDMA NICs on the GPU nodes, but fabric.kind is "
+                f"{self.fabric.kind!r}: set checkpoints.nfs.rdma false (plain NFS over TCP)"
+            )
         block, blocks = self.ip_block_size, self.ip_blocks_needed
         for i, rail in enumerate(self.fabric.rails if self.fabric.secondary_network else []):
             if rail.subnet is None:
@@ -607,38 +657,52 @@ class PlatformConfig(_Model):
                     f"fabric.rails[{i}].subnet {rail.subnet} holds {usable // block} blocks of {block} addresses, but "
                     f"nodes.count {self.nodes.count} needs {blocks}: one per node plus {blocks - self.nodes.count} "
                     "spare for replacement nodes (nv-ipam frees a node's block only when its Node object is "
-                    f"deleted); use a /{prefix} or larger subnet")
+                    f"deleted); use a /{prefix} or larger subnet"
+                )
         for key, n in [("acceptance.nodes", self.acceptance.nodes)] + [
-                (f"acceptance.scaling[{i}]", n) for i, n in enumerate(self.acceptance.scaling)]:
+            (f"acceptance.scaling[{i}]", n) for i, n in enumerate(self.acceptance.scaling)
+        ]:
             if n is not None and n > self.nodes.count:
                 raise ValueError(f"{key} is {n} but the cluster has {self.nodes.count} nodes (nodes.count)")
         s = self.components.training_operator
         if self.job_api == "v2" and s:
-            raise ValueError("components.trainingOperator is on but jobApi is 'v2' (Trainer v2 only): to serve v1 "
-                             "and v2 jobs during a migration use jobApi 'both'; else remove "
-                             "components.trainingOperator")
+            raise ValueError(
+                "components.trainingOperator is on but jobApi is 'v2' (Trainer v2 only): to serve v1 "
+                "and v2 jobs during a migration use jobApi 'both'; else remove "
+                "components.trainingOperator"
+            )
         if self.job_api == "both" and s is False:
-            raise ValueError("jobApi 'both' runs v1 jobs on the Training Operator, but components.trainingOperator is "
-                             "false: remove components.trainingOperator, or use jobApi 'v2'")
+            raise ValueError(
+                "jobApi 'both' runs v1 jobs on the Training Operator, but components.trainingOperator is "
+                "false: remove components.trainingOperator, or use jobApi 'v2'"
+            )
         if self.trainer is not None and self.job_api == "v1":
-            raise ValueError("trainer configures Kubeflow Trainer v2, which jobApi 'v1' (the default) does not "
-                             "install: set jobApi 'v2' or 'both', or remove trainer")
+            raise ValueError(
+                "trainer configures Kubeflow Trainer v2, which jobApi 'v1' (the default) does not "
+                "install: set jobApi 'v2' or 'both', or remove trainer"
+            )
         if self.acceptance.enabled and self.job_api == "v2":
             if self.trainer_settings.mpi_image is None:
-                raise ValueError("acceptance.enabled on jobApi 'v2' runs nccl-tests through the MPI runtime, which "
-                                 "needs trainer.mpiImage: an image with nccl-tests built with MPI, openssh-server and "
-                                 "openssh-client")
+                raise ValueError(
+                    "acceptance.enabled on jobApi 'v2' runs nccl-tests through the MPI runtime, which "
+                    "needs trainer.mpiImage: an image with nccl-tests built with MPI, openssh-server and "
+                    "openssh-client"
+                )
             # (the default too passes: a platform round-trips through to_config, defaults included)
             if self.acceptance.image not in (versions.NCCL_TESTS_IMAGE, self.trainer_settings.mpi_image):
-                raise ValueError(f"acceptance.image {self.acceptance.image!r} differs from trainer.mpiImage "
-                                 f"{self.trainer_settings.mpi_image!r}: on jobApi 'v2' the ranks run in the MPI "
-                                 "runtime's image; remove acceptance.image")
+                raise ValueError(
+                    f"acceptance.image {self.acceptance.image!r} differs from trainer.mpiImage "
+                    f"{self.trainer_settings.mpi_image!r}: on jobApi 'v2' the ranks run in the MPI "
+                    "runtime's image; remove acceptance.image"
+                )
         elif self.acceptance.enabled and not self.training_operator_enabled:
             raise ValueError("acceptance.enabled needs components.trainingOperator (the job is an MPIJob)")
         if self.components.network_operator and not self.fabric.kind_row.rails:
-            raise ValueError(f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
-                             f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
-                             "remove components.networkOperator")
+            raise ValueError(
+                f"components.networkOperator is on but fabric.kind is {self.fabric.kind!r}: the Network "
+                f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
+                "remove components.networkOperator"
+            )
         return self
 
     @property
@@ -698,8 +762,19 @@ class PlatformConfig(_Model):
 # silently replaced, or would break rendezvous); `envOverrides` takes the NCCL/launcher ones on purpose.
 # Where every job's checkpoint directory is mounted (profile.checkpoints.mountRoot).
 CHECKPOINT_ROOT = "/checkpoints"
-LAUNCHER_OWNED = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
-                  "TF_CONFIG", "CHECKPOINT_DIR", "PYTHONUNBUFFERED", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
+LAUNCHER_OWNED = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "TF_CONFIG",
+    "CHECKPOINT_DIR",
+    "PYTHONUNBUFFERED",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+)
 LAUNCHER_PREFIXES = ("PET_", "OMPI_MCA_", "TORCHELASTIC_")
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -724,19 +799,24 @@ class ElasticSpec(_Model):
     """Fewest nodes the job runs on; the gang scheduler waits for this many. Required."""
     max_nodes: Annotated[int, Field(gt=0, le=100000)]
     """Most nodes the job grows to. Required; at least minNodes."""
+
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data: object) -> object:
         if isinstance(data, dict) and "maxRestarts" in data:
-            raise ValueError("elastic.maxRestarts moved to the job's maxRestarts (it applies to every pytorch job "
-                             "now): write maxRestarts: N beside elastic")
+            raise ValueError(
+                "elastic.maxRestarts moved to the job's maxRestarts (it applies to every pytorch job "
+                "now): write maxRestarts: N beside elastic"
+            )
         return data
 
     @model_validator(mode="after")
     def _order(self) -> ElasticSpec:
         if self.min_nodes > self.max_nodes:
-            raise ValueError(f"elastic.minNodes ({self.min_nodes}) is larger than elastic.maxNodes "
-                             f"({self.max_nodes}): swap them or raise maxNodes")
+            raise ValueError(
+                f"elastic.minNodes ({self.min_nodes}) is larger than elastic.maxNodes "
+                f"({self.max_nodes}): swap them or raise maxNodes"
+            )
         return self
 
 
@@ -839,15 +919,21 @@ class JobSpec(_Model):
             problems.append(f"elastic is only for framework pytorch, not {self.framework}: set nodes instead")
         longest = max(self.pod_names(), key=len)
         if len(longest) > 63:
-            problems.append(f"name {self.name!r} makes the pod name {longest!r} ({len(longest)} characters), over "
-                            f"Kubernetes' 63: shorten the name by {len(longest) - 63}")
+            problems.append(
+                f"name {self.name!r} makes the pod name {longest!r} ({len(longest)} characters), over "
+                f"Kubernetes' 63: shorten the name by {len(longest) - 63}"
+            )
         for name, value in self.env.items():
             if owned_by_platform(name):
-                problems.append(f"env.{name} is set by the platform (fabric or launcher); remove it, or move it "
-                                "to envOverrides to override it on purpose")
+                problems.append(
+                    f"env.{name} is set by the platform (fabric or launcher); remove it, or move it "
+                    "to envOverrides to override it on purpose"
+                )
             elif SECRET_NAME.search(name):
-                problems.append(f"env.{name} looks like a secret: put it in secretEnv "
-                                "({secret: <name>, key: <key>}) so it never appears in the stack or manifests")
+                problems.append(
+                    f"env.{name} looks like a secret: put it in secretEnv "
+                    "({secret: <name>, key: <key>}) so it never appears in the stack or manifests"
+                )
             problems += nccl_problems("env", name, value)
         for name, value in self.env_overrides.items():
             if not owned_by_platform(name):
@@ -864,19 +950,27 @@ class JobSpec(_Model):
     def _mount_problems(self) -> list[str]:
         """A dataset mounted on a path fastpath mounts (or inside one, or around one) would hide it or be hidden:
         the API server refuses two mounts on one path, and a nested one shadows the other."""
-        owned = {"/dev/shm": "/dev/shm", CHECKPOINT_ROOT: "the checkpoint claim", "/workspace/files": "files",
-                 "/fastpath": "the preflight script"}
+        owned = {
+            "/dev/shm": "/dev/shm",
+            CHECKPOINT_ROOT: "the checkpoint claim",
+            "/workspace/files": "files",
+            "/fastpath": "the preflight script",
+        }
         out = []
         for i, d in enumerate(self.datasets):
             for path, what in owned.items():
                 if k8s_syntax.under(d.mount_path, path) or k8s_syntax.under(path, d.mount_path):
-                    out.append(f"datasets[{i}].mountPath {d.mount_path} collides with {path} ({what}): mount the "
-                               "dataset elsewhere, e.g. /data")
+                    out.append(
+                        f"datasets[{i}].mountPath {d.mount_path} collides with {path} ({what}): mount the "
+                        "dataset elsewhere, e.g. /data"
+                    )
             for j in range(i):
                 other = self.datasets[j].mount_path
                 if k8s_syntax.under(d.mount_path, other) or k8s_syntax.under(other, d.mount_path):
-                    out.append(f"datasets[{i}].mountPath {d.mount_path} and datasets[{j}].mountPath {other} "
-                               "overlap: give each dataset a path of its own")
+                    out.append(
+                        f"datasets[{i}].mountPath {d.mount_path} and datasets[{j}].mountPath {other} "
+                        "overlap: give each dataset a path of its own"
+                    )
         return out
 
     @property
@@ -900,9 +994,12 @@ def tcp_on_rdma(fabric: FabricConfig, name: str, value: str) -> str | None:
     if fabric.kind == "tcp":
         return None
     if (name == "NCCL_IB_DISABLE" and str(value).strip() == "1") or (
-            name == "NCCL_NET" and str(value).strip().lower() == "socket"):
-        return (f"{name}={value} puts training pods of this {fabric.kind} cluster on TCP sockets (10-50x slower): "
-                "remove it; a cluster without usable RDMA is fabric.kind tcp")
+        name == "NCCL_NET" and str(value).strip().lower() == "socket"
+    ):
+        return (
+            f"{name}={value} puts training pods of this {fabric.kind} cluster on TCP sockets (10-50x slower): "
+            "remove it; a cluster without usable RDMA is fabric.kind tcp"
+        )
     if name == "NCCL_NET":
         return f"{name}: set fabric.ncclNet instead (one name for the whole cluster, checked by ncclcheck)"
     return None

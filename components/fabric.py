@@ -93,12 +93,19 @@ def rails(fabric: FabricConfig) -> list[Rail]:
     for i, rc in enumerate(fabric.rails):
         name = fabric.rail_name(i)
         resource_name = f"{att.resource_stem}_{name}"
-        out.append(Rail(
-            index=i, name=name, network=f"{name}-{att.name}" if att.secondary_network else None,
-            resource=f"{att.resource_prefix}/{resource_name}", resource_name=resource_name, hca=rc.hca,
-            host_interface=rc.interface, subnet=str(rc.subnet) if rc.subnet is not None else None,
-            speed_gbps=rc.speed_gbps,
-        ))
+        out.append(
+            Rail(
+                index=i,
+                name=name,
+                network=f"{name}-{att.name}" if att.secondary_network else None,
+                resource=f"{att.resource_prefix}/{resource_name}",
+                resource_name=resource_name,
+                hca=rc.hca,
+                host_interface=rc.interface,
+                subnet=str(rc.subnet) if rc.subnet is not None else None,
+                speed_gbps=rc.speed_gbps,
+            )
+        )
     return out
 
 
@@ -113,8 +120,10 @@ def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) ->
     if gpus >= gpus_per_node or att is None or att.whole_node is None:
         return None
     others = [a for a in fabric.kind_row.attachments if kinds.ATTACHMENTS[a].whole_node is None]
-    return (f"{gpus} of a node's {gpus_per_node} GPUs on fabric.attachment {att.name!r}: {att.whole_node}; use all "
-            f"of a node's GPUs (remove gpusPerNode), or a cluster whose attachment is {' or '.join(others)}")
+    return (
+        f"{gpus} of a node's {gpus_per_node} GPUs on fabric.attachment {att.name!r}: {att.whole_node}; use all "
+        f"of a node's GPUs (remove gpusPerNode), or a cluster whose attachment is {' or '.join(others)}"
+    )
 
 
 def visible_hcas(fabric: FabricConfig, used: list[Rail]) -> list[str]:
@@ -187,14 +196,18 @@ def networks_annotation(namespace: str | None, used: list[Rail]) -> str:
     cluster-wide pod template, such as a Trainer v2 ClusterTrainingRuntime, serves every training namespace, and
     each holds its own attachments)."""
     return json.dumps(
-        [{"name": r.network, **({"namespace": namespace} if namespace else {}), "interface": r.pod_interface(i)}
-         for i, r in enumerate(used) if r.network is not None],
+        [
+            {"name": r.network, **({"namespace": namespace} if namespace else {}), "interface": r.pod_interface(i)}
+            for i, r in enumerate(used)
+            if r.network is not None
+        ],
         separators=(",", ":"),
     )
 
 
-def pod_wiring(fabric: FabricConfig, namespace: str | None, gpus: int, gpus_per_node: int,
-               debug: bool = False) -> PodWiring:
+def pod_wiring(
+    fabric: FabricConfig, namespace: str | None, gpus: int, gpus_per_node: int, debug: bool = False
+) -> PodWiring:
     # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
     # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect
     # RDMA); a fixed subset would pair socket-1 GPUs with socket-0 NICs. `hostdevice`, a whole PF per pod,

@@ -15,8 +15,12 @@ COMPONENT = "gpu-operator"
 
 # The chart's default for a list we extend (Helm replaces a list value wholesale, so ours must repeat it):
 # gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml `node-feature-discovery.worker.tolerations`.
-_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
-                  "effect": "NoSchedule"}
+_CONTROL_PLANE = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Equal",
+    "value": "",
+    "effect": "NoSchedule",
+}
 
 
 def values(platform: PlatformConfig) -> dict:
@@ -39,8 +43,7 @@ def values(platform: PlatformConfig) -> dict:
     if gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
         # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig).
         v["daemonsets"] = {"tolerations": k8s.gpu_tolerations(gpu.taint_key)}
-        v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE,
-                                                                  *k8s.gpu_tolerations(gpu.taint_key)]}}
+        v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE, *k8s.gpu_tolerations(gpu.taint_key)]}}
     mon = platform.monitoring
     # Pinned (the chart's default is true): fastpath's monitoring.enabled decides, in both directions.
     v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}
@@ -68,7 +71,16 @@ class GpuOperator(pulumi.ComponentResource):
         super().__init__("fastpath:platform:GpuOperator", name, None, opts)
         p = args.platform
         self.namespace, self.release = k8s.operator_install(
-            self, p.cluster, COMPONENT, NAMESPACE, "privileged",
+            self,
+            p.cluster,
+            COMPONENT,
+            NAMESPACE,
+            "privileged",
             "driver and toolkit DaemonSets load kernel modules and mount host paths",
-            "gpu-operator", versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, p.versions.gpu_operator, values(p))
+            "gpu-operator",
+            versions.GPU_OPERATOR_CHART,
+            versions.GPU_OPERATOR_REPO,
+            p.versions.gpu_operator,
+            values(p),
+        )
         self.register_outputs({"namespace": NAMESPACE})

@@ -19,8 +19,14 @@ def labels(cluster: str, component: str) -> dict[str, str]:
     return {PART_OF: "fastpath", CLUSTER_LABEL: cluster, COMPONENT_LABEL: component}
 
 
-def meta(name: str, cluster: str, component: str, namespace: str | None = None,
-         annotations: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None) -> dict:
+def meta(
+    name: str,
+    cluster: str,
+    component: str,
+    namespace: str | None = None,
+    annotations: dict[str, str] | None = None,
+    extra_labels: dict[str, str] | None = None,
+) -> dict:
     m: dict[str, Any] = {"name": name}
     if namespace:
         m["namespace"] = namespace
@@ -42,8 +48,7 @@ def namespace(name: str, cluster: str, component: str, enforce: str, why: str) -
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": meta(name, cluster, component, annotations={"fastpath.dev/pod-security": why},
-                         extra_labels=psa),
+        "metadata": meta(name, cluster, component, annotations={"fastpath.dev/pod-security": why}, extra_labels=psa),
     }
 
 
@@ -94,14 +99,26 @@ def apply(manifest: dict, opts: Any = None, name: str | None = None) -> Any:
     return k8s.apiextensions.CustomResource(rname, api_version=api_version, kind=kind, opts=opts, **fields)
 
 
-def operator_install(parent: Any, cluster: str, component: str, namespace_name: str, enforce: str, why: str,
-                     release: str, chart: str, repo: str, version: str, values: dict) -> tuple[Any, Any]:
+def operator_install(
+    parent: Any,
+    cluster: str,
+    component: str,
+    namespace_name: str,
+    enforce: str,
+    why: str,
+    release: str,
+    chart: str,
+    repo: str,
+    version: str,
+    values: dict,
+) -> tuple[Any, Any]:
     """An operator's namespace (Pod Security chosen on purpose, `why` recorded) and its Helm release in it."""
     import pulumi
 
     ns = apply(namespace(namespace_name, cluster, component, enforce, why), pulumi.ResourceOptions(parent=parent))
-    rel = helm_release(release, chart, repo, version, namespace_name, values,
-                       pulumi.ResourceOptions(parent=parent, depends_on=[ns]))
+    rel = helm_release(
+        release, chart, repo, version, namespace_name, values, pulumi.ResourceOptions(parent=parent, depends_on=[ns])
+    )
     return ns, rel
 
 
@@ -143,8 +160,7 @@ def plus(deps: Any, *more: Any) -> Any:
     return [*deps, *more]
 
 
-def helm_release(name: str, chart: str, repo: str | None, version: str, namespace: str, values: dict,
-                 opts: Any) -> Any:
+def helm_release(name: str, chart: str, repo: str | None, version: str, namespace: str, values: dict, opts: Any) -> Any:
     """A real Helm release (helm.v3.Release, not helm.v3/v4 Chart): the operator charts rely on Helm hooks (CRD
     upgrades, webhook certificates, admission secrets) that only a real release runs. The namespace is created
     by the component with deliberate Pod Security labels, never by Helm. `repo` None: `chart` is a full

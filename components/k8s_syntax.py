@@ -18,8 +18,17 @@ ENV_VAR_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # System and platform namespaces: a training namespace there would mix jobs with what runs the cluster, and get
 # fastpath's Pod Security labels and networks on top of theirs.
-RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "gpu-operator",
-                       "nvidia-network-operator", "volcano-system", "volcano-monitoring", "kubeflow")
+RESERVED_NAMESPACES = (
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "gpu-operator",
+    "nvidia-network-operator",
+    "volcano-system",
+    "volcano-monitoring",
+    "kubeflow",
+)
 
 
 def short(value: object, limit: int = 60) -> str:
@@ -32,8 +41,10 @@ def dns1123_label(value: str) -> str | None:
     if len(value) > 63:
         return f"{short(value)} is longer than 63 characters"
     if not DNS1123_LABEL.match(value):
-        return f"{short(value)} is not a DNS-1123 label: lowercase letters, digits and '-', starting and ending " \
-               "with a letter or digit"
+        return (
+            f"{short(value)} is not a DNS-1123 label: lowercase letters, digits and '-', starting and ending "
+            "with a letter or digit"
+        )
     return None
 
 
@@ -41,8 +52,10 @@ def dns1123_subdomain(value: str) -> str | None:
     if len(value) > 253:
         return f"{short(value)} is longer than 253 characters"
     if not DNS1123_SUBDOMAIN.match(value):
-        return f"{short(value)} is not a DNS-1123 name: lowercase letters, digits, '-' and '.', starting and " \
-               "ending with a letter or digit"
+        return (
+            f"{short(value)} is not a DNS-1123 name: lowercase letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit"
+        )
     return None
 
 
@@ -50,8 +63,10 @@ def label_value(value: str) -> str | None:
     if len(value) > 63:
         return f"{short(value)} is longer than 63 characters, the limit of a label value"
     if not LABEL_VALUE.match(value):
-        return f"{short(value)} is not a valid label value: letters, digits, '-', '_' and '.', starting and " \
-               "ending with a letter or digit"
+        return (
+            f"{short(value)} is not a valid label value: letters, digits, '-', '_' and '.', starting and "
+            "ending with a letter or digit"
+        )
     return None
 
 
@@ -63,15 +78,19 @@ def qualified_name(value: str) -> str | None:
     if prefix and (p := dns1123_subdomain(prefix)) is not None:
         return f"{short(value)}: the prefix before '/' {p.split(' ', 1)[1]}"
     if len(name) > 63 or not NAME_PART.match(name):
-        return f"{short(value)} is not a qualified name: [prefix/]name, the name at most 63 letters, digits, " \
-               "'-', '_' and '.', starting and ending with a letter or digit"
+        return (
+            f"{short(value)} is not a qualified name: [prefix/]name, the name at most 63 letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit"
+        )
     return None
 
 
 def env_var_name(value: str) -> str | None:
     if not ENV_VAR_NAME.match(value):
-        return f"{short(value)} is not a valid environment variable name: letters, digits, '_', '-' and '.', " \
-               "not starting with a digit"
+        return (
+            f"{short(value)} is not a valid environment variable name: letters, digits, '_', '-' and '.', "
+            "not starting with a digit"
+        )
     return None
 
 

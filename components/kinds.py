@@ -53,59 +53,124 @@ class AttachmentKind:
 
 KINDS: Mapping[FabricKind, Kind] = {
     "infiniband": Kind(
-        name="infiniband", transport="ib", rdma=True, rails=True,
+        name="infiniband",
+        transport="ib",
+        rdma=True,
+        rails=True,
         attachments=("sriov", "shared", "hostdevice", "hostnetwork", "rdma-only"),
-        nccl_net="IB", ib_env=True, link_layer="InfiniBand",
-        summary="InfiniBand HCAs, one rail per NIC; NCCL's IB verbs transport"),
+        nccl_net="IB",
+        ib_env=True,
+        link_layer="InfiniBand",
+        summary="InfiniBand HCAs, one rail per NIC; NCCL's IB verbs transport",
+    ),
     "roce": Kind(
-        name="roce", transport="roce", rdma=True, rails=True,
+        name="roce",
+        transport="roce",
+        rdma=True,
+        rails=True,
         # rdma-only is not offered: a RoCE GID is an IP address on the rail's netdev, which a pod reaches only
         # through a network attachment (or the host's network namespace).
         attachments=("sriov", "shared", "hostdevice", "hostnetwork"),
-        nccl_net="IB", ib_env=True, link_layer="Ethernet",
-        summary="RDMA over Converged Ethernet; NCCL's IB verbs transport over RoCEv2 GIDs"),
+        nccl_net="IB",
+        ib_env=True,
+        link_layer="Ethernet",
+        summary="RDMA over Converged Ethernet; NCCL's IB verbs transport over RoCEv2 GIDs",
+    ),
     "efa": Kind(
-        name="efa", transport="efa", rdma=True, rails=False, attachments=(),
-        nccl_net="Libfabric", ib_env=False, link_layer=None,
-        summary="AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin (the EFA device plugin's resource)"),
+        name="efa",
+        transport="efa",
+        rdma=True,
+        rails=False,
+        attachments=(),
+        nccl_net="Libfabric",
+        ib_env=False,
+        link_layer=None,
+        summary="AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin (the EFA device plugin's resource)",
+    ),
     "tcp": Kind(
-        name="tcp", transport="socket", rdma=False, rails=False, attachments=(),
-        nccl_net=None, ib_env=False, link_layer=None,
-        summary="no RDMA: NCCL's Socket transport over the pod network"),
+        name="tcp",
+        transport="socket",
+        rdma=False,
+        rails=False,
+        attachments=(),
+        nccl_net=None,
+        ib_env=False,
+        link_layer=None,
+        summary="no RDMA: NCCL's Socket transport over the pod network",
+    ),
 }
 
-_PARTIAL_PF = ("each rail's PF goes to one pod whole, so a partial-node pod would get NICs that are not next to its "
-               "GPUs (or none) and a second pod on the node no rail at all")
-_PARTIAL_HOST = ("pods on the host network share the node's ports and interfaces, so a second pod on the node "
-                 "would collide with the first (the container ports become host ports)")
+_PARTIAL_PF = (
+    "each rail's PF goes to one pod whole, so a partial-node pod would get NICs that are not next to its "
+    "GPUs (or none) and a second pod on the node no rail at all"
+)
+_PARTIAL_HOST = (
+    "pods on the host network share the node's ports and interfaces, so a second pod on the node "
+    "would collide with the first (the container ports become host ports)"
+)
 
 ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
     "sriov": AttachmentKind(
-        name="sriov", device_plugin="sriov", resource_prefix="nvidia.com", resource_stem="sriov",
-        secondary_network=True, host_network=False, whole_node=None, host_hca_names=False,
+        name="sriov",
+        device_plugin="sriov",
+        resource_prefix="nvidia.com",
+        resource_stem="sriov",
+        secondary_network=True,
+        host_network=False,
+        whole_node=None,
+        host_hca_names=False,
         interface_role="the PF name (nicSelector.pfNames)",
-        summary="a VF per rail per pod from the SR-IOV operator, with its own IP (NV-IPAM)"),
+        summary="a VF per rail per pod from the SR-IOV operator, with its own IP (NV-IPAM)",
+    ),
     "shared": AttachmentKind(
-        name="shared", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
-        secondary_network=True, host_network=False, whole_node=None, host_hca_names=True,
+        name="shared",
+        device_plugin="rdma-shared",
+        resource_prefix="rdma",
+        resource_stem="shared",
+        secondary_network=True,
+        host_network=False,
+        whole_node=None,
+        host_hca_names=True,
         interface_role="the macvlan/IPoIB master",
-        summary="the RDMA shared device plugin, with a macvlan (RoCE) or IPoIB (InfiniBand) interface per rail"),
+        summary="the RDMA shared device plugin, with a macvlan (RoCE) or IPoIB (InfiniBand) interface per rail",
+    ),
     "hostdevice": AttachmentKind(
-        name="hostdevice", device_plugin="hostdevice", resource_prefix="nvidia.com", resource_stem="hostdev",
-        secondary_network=True, host_network=False, whole_node=_PARTIAL_PF, host_hca_names=True,
+        name="hostdevice",
+        device_plugin="hostdevice",
+        resource_prefix="nvidia.com",
+        resource_stem="hostdev",
+        secondary_network=True,
+        host_network=False,
+        whole_node=_PARTIAL_PF,
+        host_hca_names=True,
         interface_role="the PF whose devices the device plugin hands out",
-        summary="each rail's whole PF moved into the pod (host-device CNI)"),
+        summary="each rail's whole PF moved into the pod (host-device CNI)",
+    ),
     "hostnetwork": AttachmentKind(
-        name="hostnetwork", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
-        secondary_network=False, host_network=True, whole_node=_PARTIAL_HOST, host_hca_names=True,
+        name="hostnetwork",
+        device_plugin="rdma-shared",
+        resource_prefix="rdma",
+        resource_stem="shared",
+        secondary_network=False,
+        host_network=True,
+        whole_node=_PARTIAL_HOST,
+        host_hca_names=True,
         interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
-        summary="pods on the host network, /dev/infiniband from the RDMA shared device plugin"),
+        summary="pods on the host network, /dev/infiniband from the RDMA shared device plugin",
+    ),
     "rdma-only": AttachmentKind(
-        name="rdma-only", device_plugin="rdma-shared", resource_prefix="rdma", resource_stem="shared",
-        secondary_network=False, host_network=False, whole_node=None, host_hca_names=True,
+        name="rdma-only",
+        device_plugin="rdma-shared",
+        resource_prefix="rdma",
+        resource_stem="shared",
+        secondary_network=False,
+        host_network=False,
+        whole_node=None,
+        host_hca_names=True,
         interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
         summary="the RDMA shared device plugin alone: IB verbs need no IP on the rail, bootstrap stays on the "
-                "pod's primary interface"),
+        "pod's primary interface",
+    ),
 }
 
 

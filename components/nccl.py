@@ -18,8 +18,17 @@ DATA_FILE = Path(__file__).parent / "data" / "nccl_env.json"
 
 # Variables fastpath derives for every pod: a job may not set them unless it marks an explicit override.
 PLATFORM_OWNED = (
-    "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME",
-    "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_NET", "NCCL_IB_ADDR_RANGE",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_GID_INDEX",
+    "GLOO_SOCKET_IFNAME",
+    "FI_PROVIDER",
+    "FI_EFA_USE_DEVICE_RDMA",
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_NET",
+    "NCCL_IB_ADDR_RANGE",
 )
 
 # Where NCCL's own list explains a not-NCCL name at length, the sentence a user needs.
@@ -57,14 +66,18 @@ def classify(name: str) -> Verdict:
     if entry is not None:
         if entry.get("removed") or not entry.get("read_in_code_v2_30_7", True):
             repl = entry.get("replacement")
-            return Verdict(name, "removed", f"{name} is no longer read by NCCL (no effect)"
-                           + (f"; use {repl} instead" if repl else "; remove it"))
+            return Verdict(
+                name,
+                "removed",
+                f"{name} is no longer read by NCCL (no effect)" + (f"; use {repl} instead" if repl else "; remove it"),
+            )
         if entry.get("deprecated"):
             return Verdict(name, "deprecated", f"{name} is deprecated; use {entry.get('replacement')} instead")
         return Verdict(name, "known")
     if name in cat["not_nccl_variables"]:
         why = _NOT_NCCL_SHORT.get(name) or cat["not_nccl_variables"][name].split(". ")[0].rstrip(".").removeprefix(
-            "Not an NCCL variable: ")
+            "Not an NCCL variable: "
+        )
         return Verdict(name, "not_nccl", f"{name} is not read by NCCL: {why}")
     for pattern, owner in cat["plugin_owned_prefixes"].items():
         if pattern.endswith("*") and name.startswith(pattern[:-1]) or name == pattern:
@@ -135,5 +148,7 @@ def socket_ifname_problem(value: str, interfaces: list[str]) -> str | None:
     if [i for i in ifname_selects(value, interfaces) if i != "lo"]:
         return None
     primary = next((i for i in interfaces if i != "lo"), "eth0")
-    return (f"NCCL_SOCKET_IFNAME={value} selects none of the pod's interfaces ({', '.join(interfaces)}): NCCL "
-            f"bootstrap cannot reach other pods; use ={primary}")
+    return (
+        f"NCCL_SOCKET_IFNAME={value} selects none of the pod's interfaces ({', '.join(interfaces)}): NCCL "
+        f"bootstrap cannot reach other pods; use ={primary}"
+    )

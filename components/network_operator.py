@@ -97,20 +97,35 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     if att is not None:
         match att.device_plugin:
             case "rdma-shared":
-                config = {"configList": [
-                    {"resourceName": r.resource_name, "rdmaHcaMax": 63, "selectors": {"ifNames": [r.host_interface]}}
-                    for r in rails
-                ]}
-                spec["rdmaSharedDevicePlugin"] = {**_image("k8s-rdma-shared-dev-plugin"),
-                                                  "config": json.dumps(config, indent=2)}
+                config = {
+                    "configList": [
+                        {
+                            "resourceName": r.resource_name,
+                            "rdmaHcaMax": 63,
+                            "selectors": {"ifNames": [r.host_interface]},
+                        }
+                        for r in rails
+                    ]
+                }
+                spec["rdmaSharedDevicePlugin"] = {
+                    **_image("k8s-rdma-shared-dev-plugin"),
+                    "config": json.dumps(config, indent=2),
+                }
             case "hostdevice":
-                config = {"resourceList": [
-                    {"resourcePrefix": att.resource_prefix, "resourceName": r.resource_name,
-                     "selectors": {"vendors": ["15b3"], "isRdma": True, "pfNames": [r.host_interface]}}
-                    for r in rails
-                ]}
-                spec["sriovDevicePlugin"] = {**_image("sriov-network-device-plugin"),
-                                             "config": json.dumps(config, indent=2)}
+                config = {
+                    "resourceList": [
+                        {
+                            "resourcePrefix": att.resource_prefix,
+                            "resourceName": r.resource_name,
+                            "selectors": {"vendors": ["15b3"], "isRdma": True, "pfNames": [r.host_interface]},
+                        }
+                        for r in rails
+                    ]
+                }
+                spec["sriovDevicePlugin"] = {
+                    **_image("sriov-network-device-plugin"),
+                    "config": json.dumps(config, indent=2),
+                }
             case "sriov":  # the SR-IOV operator (chart values) runs its own device plugin
                 pass
             case other:
@@ -132,8 +147,12 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     return {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
-        "metadata": k8s.meta(POLICY_NAME, platform.cluster, COMPONENT, annotations={
-            WAIT_FOR: "jsonpath={.status.state}=ready", TIMEOUT_SECONDS: str(timeout)}),
+        "metadata": k8s.meta(
+            POLICY_NAME,
+            platform.cluster,
+            COMPONENT,
+            annotations={WAIT_FOR: "jsonpath={.status.state}=ready", TIMEOUT_SECONDS: str(timeout)},
+        ),
         "spec": spec,
     }
 
@@ -150,22 +169,27 @@ def ip_pools(platform: PlatformConfig) -> list[dict]:
     if not platform.fabric.secondary_network:
         return out
     for r, rc in zip(fab.rails(platform.fabric), platform.fabric.rails, strict=True):
-        out.append({
-            "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
-            "kind": "IPPool",
-            "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=NAMESPACE),
-            "spec": {
-                "subnet": str(rc.subnet),
-                "perNodeBlockSize": platform.ip_block_size,
-                "nodeSelector": gpu_node_selector_term(platform),
-            },
-        })
+        out.append(
+            {
+                "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
+                "kind": "IPPool",
+                "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=NAMESPACE),
+                "spec": {
+                    "subnet": str(rc.subnet),
+                    "perNodeBlockSize": platform.ip_block_size,
+                    "nodeSelector": gpu_node_selector_term(platform),
+                },
+            }
+        )
     return out
 
 
 def gpu_node_selector_term(platform: PlatformConfig) -> dict:
-    return {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": k8s.GPU_PRODUCT_LABEL, "operator": "In", "values": [platform.gpu.product]}]}]}
+    return {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "In", "values": [platform.gpu.product]}]}
+        ]
+    }
 
 
 @dataclass
@@ -190,11 +214,18 @@ class NetworkOperator(pulumi.ComponentResource):
         super().__init__("fastpath:platform:NetworkOperator", name, None, opts)
         p = args.platform
         self.namespace, self.release = k8s.operator_install(
-            self, p.cluster, COMPONENT, NAMESPACE, "privileged",
+            self,
+            p.cluster,
+            COMPONENT,
+            NAMESPACE,
+            "privileged",
             "DOCA driver, device plugins and CNI DaemonSets need host network, host paths and privileges",
-            "network-operator", versions.NETWORK_OPERATOR_CHART, versions.NETWORK_OPERATOR_REPO,
-            p.versions.network_operator, values(p))
+            "network-operator",
+            versions.NETWORK_OPERATOR_CHART,
+            versions.NETWORK_OPERATOR_REPO,
+            p.versions.network_operator,
+            values(p),
+        )
         self.policy = k8s.apply(nic_cluster_policy(p), pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
-        self.pools = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=[self.policy]))
-                      for m in ip_pools(p)]
+        self.pools = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=[self.policy])) for m in ip_pools(p)]
         self.register_outputs({"namespace": NAMESPACE, "policy": POLICY_NAME})

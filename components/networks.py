@@ -44,13 +44,20 @@ def attachments(platform: PlatformConfig) -> list[dict]:
     for ns in platform.training_namespaces:
         for r in fab.rails(platform.fabric):
             assert r.network is not None, "SecondaryNetworks is built only for attachments with a network"
-            out.append({
-                "apiVersion": "k8s.cni.cncf.io/v1",
-                "kind": "NetworkAttachmentDefinition",
-                "metadata": k8s.meta(r.network, platform.cluster, COMPONENT, namespace=ns,
-                                     annotations={RESOURCE_ANNOTATION: r.resource}),
-                "spec": {"config": json.dumps(cni_config(platform, r), separators=(",", ":"))},
-            })
+            out.append(
+                {
+                    "apiVersion": "k8s.cni.cncf.io/v1",
+                    "kind": "NetworkAttachmentDefinition",
+                    "metadata": k8s.meta(
+                        r.network,
+                        platform.cluster,
+                        COMPONENT,
+                        namespace=ns,
+                        annotations={RESOURCE_ANNOTATION: r.resource},
+                    ),
+                    "spec": {"config": json.dumps(cni_config(platform, r), separators=(",", ":"))},
+                }
+            )
     return out
 
 

@@ -29,9 +29,15 @@ PREFLIGHT_SCRIPT = Path(__file__).with_name("preflight.sh")
 def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
     if not fabric.is_rdma(platform.fabric):
         return []
-    return [{"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": k8s.meta(PREFLIGHT_CONFIGMAP, platform.cluster, COMPONENT, namespace=ns),
-             "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text()}} for ns in platform.training_namespaces]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": k8s.meta(PREFLIGHT_CONFIGMAP, platform.cluster, COMPONENT, namespace=ns),
+            "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text()},
+        }
+        for ns in platform.training_namespaces
+    ]
 
 
 def training_namespaces(platform: PlatformConfig) -> list[dict]:
@@ -71,8 +77,10 @@ class Platform(pulumi.ComponentResource):
         p = args.platform
         child = pulumi.ResourceOptions(parent=self)
         self.namespaces = [k8s.apply(m, child) for m in training_namespaces(p)]
-        self.preflight = [k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
-                          for m in preflight_configmaps(p)]
+        self.preflight = [
+            k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
+            for m in preflight_configmaps(p)
+        ]
         self.gpu_operator = None
         if p.components.gpu_operator:
             self.gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(p), child)
@@ -82,11 +90,15 @@ class Platform(pulumi.ComponentResource):
             net = self.network_operator
             match p.fabric.attachment:
                 case "sriov":
-                    SriovNetworks("sriov", SriovNetworksArgs(p, operator=net.release, policy=net.policy,
-                                                             namespaces=self.namespaces), child)
+                    SriovNetworks(
+                        "sriov",
+                        SriovNetworksArgs(p, operator=net.release, policy=net.policy, namespaces=self.namespaces),
+                        child,
+                    )
                 case "shared" | "hostdevice":
-                    SecondaryNetworks("networks", SecondaryNetworksArgs(
-                        p, depends_on=[net.policy, *self.namespaces]), child)
+                    SecondaryNetworks(
+                        "networks", SecondaryNetworksArgs(p, depends_on=[net.policy, *self.namespaces]), child
+                    )
                 case "hostnetwork" | "rdma-only" | None:  # no network per rail: the device plugin is all
                     pass
                 case other:
@@ -95,8 +107,11 @@ class Platform(pulumi.ComponentResource):
         self.training_operator = None
         if p.training_operator_enabled:
             # With the gang flag the operator exits while the PodGroup CRD (Volcano's release) is missing.
-            self.training_operator = TrainingOperator("training-operator", TrainingOperatorArgs(
-                p, after=[self.volcano.release] if self.volcano else []), child)
+            self.training_operator = TrainingOperator(
+                "training-operator",
+                TrainingOperatorArgs(p, after=[self.volcano.release] if self.volcano else []),
+                child,
+            )
         if p.components.checkpoint_storage:
             nfs = p.checkpoints.nfs if p.checkpoints else None
             # With the operator's DOCA driver, NFS over RDMA mounts once the driver (ENABLE_NFSRDMA: rpcrdma) is up,
@@ -108,8 +123,9 @@ class Platform(pulumi.ComponentResource):
         self.trainer = None
         if self.profile.trainer is not None:
             # The trainer's volcano plugin watches PodGroups only if their CRD exists when it starts.
-            self.trainer = Trainer("trainer", TrainerArgs(p, self.profile, after=[self.volcano.release]
-                                                          if self.volcano else []), child)
+            self.trainer = Trainer(
+                "trainer", TrainerArgs(p, self.profile, after=[self.volcano.release] if self.volcano else []), child
+            )
         # What a job waits for: this platform and every object of the Training Operator's overlay (its CRDs, its
         # admission webhook, its Deployment until ready). The overlay's objects exist only once the provider built
         # it, so depends_on=[platform] alone would not include them; this Output does.
@@ -119,6 +135,9 @@ class Platform(pulumi.ComponentResource):
             self.job_dependencies = pulumi.Output.from_input([self])
         # A TrainJob waits for the runtimes it may name (the trainer's webhook refuses it before its runtime
         # exists) and, through the platform, for the Volcano PriorityClasses and queues the runtimes name.
-        self.trainjob_dependencies = (pulumi.Output.from_input([self, self.trainer.release, *self.trainer.runtimes])
-                                      if self.trainer is not None else self.job_dependencies)
+        self.trainjob_dependencies = (
+            pulumi.Output.from_input([self, self.trainer.release, *self.trainer.runtimes])
+            if self.trainer is not None
+            else self.job_dependencies
+        )
         self.register_outputs({"profile": self.profile.to_data()})

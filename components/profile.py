@@ -22,19 +22,30 @@ SCHEDULER_NAME = "volcano"
 # whole gangs from other reclaimable queues, those furthest over their share first, without checking that the
 # victim's queue is over its share and regardless of tier (pkg/scheduler/actions/gangreclaim selectDomainBundles,
 # SortBundlesForReclaim). preemptionPolicy Never binds kube-scheduler only (the gang actions do not read it).
-_QUEUES = ("Across queues tiers do not apply: a queue whose gang does not fit reclaims whole gangs, of any tier, "
-           "from other reclaimable queues, those furthest over their weight share first. A queue's GPU capability "
-           "is a ceiling it never exceeds and reserves nothing.")
+_QUEUES = (
+    "Across queues tiers do not apply: a queue whose gang does not fit reclaims whole gangs, of any tier, "
+    "from other reclaimable queues, those furthest over their weight share first. A queue's GPU capability "
+    "is a ceiling it never exceeds and reserves nothing."
+)
 PRIORITY_CLASSES = (
-    ("training-critical", 100000,
-     "Deadline runs. If its gang does not fit, Volcano evicts whole gangs of lower tiers in the same queue "
-     "(never part of one, only when the whole gang then fits). " + _QUEUES),
-    ("training-standard", 10000,
-     "Default tier. If its gang does not fit, Volcano evicts whole training-preemptible gangs in the same queue; "
-     "training-critical gangs of the same queue may evict it. " + _QUEUES),
-    ("training-preemptible", 100,
-     "Opportunistic runs: the first whole gangs evicted for higher tiers of the same queue; evicts no tier. A job "
-     "that loses pods and cannot re-form within its rendezvous timeout fails and frees its nodes. " + _QUEUES),
+    (
+        "training-critical",
+        100000,
+        "Deadline runs. If its gang does not fit, Volcano evicts whole gangs of lower tiers in the same queue "
+        "(never part of one, only when the whole gang then fits). " + _QUEUES,
+    ),
+    (
+        "training-standard",
+        10000,
+        "Default tier. If its gang does not fit, Volcano evicts whole training-preemptible gangs in the same queue; "
+        "training-critical gangs of the same queue may evict it. " + _QUEUES,
+    ),
+    (
+        "training-preemptible",
+        100,
+        "Opportunistic runs: the first whole gangs evicted for higher tiers of the same queue; evicts no tier. A job "
+        "that loses pods and cannot re-form within its rendezvous timeout fails and frees its nodes. " + _QUEUES,
+    ),
 )
 DEFAULT_PRIORITY_CLASS = "training-standard"
 CHECKPOINT_CLAIM = "checkpoints"
@@ -150,8 +161,17 @@ class Profile:
             "nodes": self.nodes.to_config(),
             "fabric": self.fabric.to_config(),
             "transport": full_node.transport,
-            "rails": [{"name": r.name, "network": r.network, "resource": r.resource, "hca": r.hca,
-                       "subnet": r.subnet, "speedGbps": r.speed_gbps} for r in self.rails],
+            "rails": [
+                {
+                    "name": r.name,
+                    "network": r.network,
+                    "resource": r.resource,
+                    "hca": r.hca,
+                    "subnet": r.subnet,
+                    "speedGbps": r.speed_gbps,
+                }
+                for r in self.rails
+            ],
             "ncclEnv": full_node.env,
             "scheduler": {
                 "name": s.name,
@@ -160,10 +180,14 @@ class Profile:
                 "priorityClasses": list(s.priority_classes),
                 "defaultPriorityClass": s.default_priority_class,
             },
-            "checkpoints": ({"claim": self.checkpoints.claim, "mountRoot": self.checkpoints.mount_root}
-                            if self.checkpoints else None),
-            "preflight": ({"configMap": self.preflight.config_map, "key": self.preflight.key}
-                          if self.preflight else None),
+            "checkpoints": (
+                {"claim": self.checkpoints.claim, "mountRoot": self.checkpoints.mount_root}
+                if self.checkpoints
+                else None
+            ),
+            "preflight": (
+                {"configMap": self.preflight.config_map, "key": self.preflight.key} if self.preflight else None
+            ),
         }
 
     @classmethod
@@ -179,15 +203,21 @@ class Profile:
             nodes=NodesConfig.model_validate(d["nodes"]),
             fabric=FabricConfig.model_validate(d["fabric"]),
             scheduler=SchedulerProfile(
-                name=s["name"], queues=tuple(QueueProfile(q["name"], q.get("gpus")) for q in s["queues"]),
-                default_queue=s["defaultQueue"], priority_classes=tuple(s["priorityClasses"]),
-                default_priority_class=s["defaultPriorityClass"]),
+                name=s["name"],
+                queues=tuple(QueueProfile(q["name"], q.get("gpus")) for q in s["queues"]),
+                default_queue=s["defaultQueue"],
+                priority_classes=tuple(s["priorityClasses"]),
+                default_priority_class=s["defaultPriorityClass"],
+            ),
             checkpoints=CheckpointProfile(cp["claim"], cp["mountRoot"]) if cp else None,
             preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
             # Profiles exported before Trainer v2 existed name no job API: they served v1 only.
             job_apis=tuple(d.get("jobApis") or ("v1",)),
-            trainer=(TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"],
-                                    tr.get("ttlSecondsAfterFinished")) if tr else None),
+            trainer=(
+                TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"], tr.get("ttlSecondsAfterFinished"))
+                if tr
+                else None
+            ),
         )
 
 
@@ -204,14 +234,19 @@ def profile(platform: PlatformConfig) -> Profile:
             queues=tuple(QueueProfile(q.name, q.gpus) for q in platform.scheduler.queues),
             default_queue=platform.scheduler.queue_for_jobs,
             priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
-            default_priority_class=DEFAULT_PRIORITY_CLASS),
-        checkpoints=(CheckpointProfile(CHECKPOINT_CLAIM, CHECKPOINT_ROOT)
-                     if platform.components.checkpoint_storage else None),
+            default_priority_class=DEFAULT_PRIORITY_CLASS,
+        ),
+        checkpoints=(
+            CheckpointProfile(CHECKPOINT_CLAIM, CHECKPOINT_ROOT) if platform.components.checkpoint_storage else None
+        ),
         # The preflight script ships as a ConfigMap in each training namespace on RDMA fabrics.
         preflight=(PreflightProfile(PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY) if platform.fabric.kind_row.rdma else None),
         job_apis=platform.job_apis,
-        trainer=(TrainerProfile(t.image, t.mpi_image, t.max_restarts, t.ttl_seconds_after_finished)
-                 if "v2" in platform.job_apis and (t := platform.trainer_settings) else None),
+        trainer=(
+            TrainerProfile(t.image, t.mpi_image, t.max_restarts, t.ttl_seconds_after_finished)
+            if "v2" in platform.job_apis and (t := platform.trainer_settings)
+            else None
+        ),
     )
 
 
@@ -237,8 +272,11 @@ def from_stack(stack: str) -> Profile:
     import pulumi
     from pulumi.runtime.sync_await import _sync_await
 
-    details = _sync_await(pulumi.StackReference(f"fastpath-profile-{stack.replace('/', '-')}", stack_name=stack)
-                          .get_output_details("profile"))
+    details = _sync_await(
+        pulumi.StackReference(f"fastpath-profile-{stack.replace('/', '-')}", stack_name=stack).get_output_details(
+            "profile"
+        )
+    )
     value = details.value if details.value is not None else details.secret_value
     if not isinstance(value, dict):
         raise ValueError(f"stack {stack} exports no `profile`: is it a fastpath stack that has been deployed?")

@@ -82,12 +82,14 @@ def node_policies(platform: PlatformConfig) -> list[dict]:
         }
         if f.mtu:
             spec["mtu"] = f.mtu
-        out.append({
-            "apiVersion": "sriovnetwork.openshift.io/v1",
-            "kind": "SriovNetworkNodePolicy",
-            "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=OPERATOR_NAMESPACE),
-            "spec": spec,
-        })
+        out.append(
+            {
+                "apiVersion": "sriovnetwork.openshift.io/v1",
+                "kind": "SriovNetworkNodePolicy",
+                "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=OPERATOR_NAMESPACE),
+                "spec": spec,
+            }
+        )
     return out
 
 
@@ -96,13 +98,21 @@ def networks(platform: PlatformConfig) -> list[dict]:
     each into a NetworkAttachmentDefinition of the same name beside it, the name pods reference."""
     f = platform.fabric
     kind = "SriovIBNetwork" if f.kind == "infiniband" else "SriovNetwork"
-    return [{
-        "apiVersion": "sriovnetwork.openshift.io/v1",
-        "kind": kind,
-        "metadata": k8s.meta(r.network or r.name, platform.cluster, COMPONENT, namespace=ns),
-        "spec": {"resourceName": r.resource_name, "ipam": ipam(r), "linkState": "enable",
-                 "metaPlugins": RDMA_META_PLUGIN},
-    } for ns in platform.training_namespaces for r in fab.rails(f)]
+    return [
+        {
+            "apiVersion": "sriovnetwork.openshift.io/v1",
+            "kind": kind,
+            "metadata": k8s.meta(r.network or r.name, platform.cluster, COMPONENT, namespace=ns),
+            "spec": {
+                "resourceName": r.resource_name,
+                "ipam": ipam(r),
+                "linkState": "enable",
+                "metaPlugins": RDMA_META_PLUGIN,
+            },
+        }
+        for ns in platform.training_namespaces
+        for r in fab.rails(f)
+    ]
 
 
 @dataclass
@@ -133,8 +143,9 @@ class SriovNetworks(pulumi.ComponentResource):
         # The pool before the policies: a config daemon that saw a policy first would drain with the default of
         # one node and reboot again for the exclusive RDMA mode.
         policy = [args.policy] if args.policy is not None else []
-        self.pool = k8s.apply(pool_config(args.platform),
-                              pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy]))
+        self.pool = k8s.apply(
+            pool_config(args.platform), pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy])
+        )
         after_pool = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, self.pool])
         self.policies = [k8s.apply(m, after_pool) for m in node_policies(args.platform)]
         in_namespaces = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, *args.namespaces])

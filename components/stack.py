@@ -55,8 +55,14 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     """
     unknown = sorted(set(raw) - set(KNOWN_KEYS))
     if unknown:
-        raise ConfigError(source, [f"{NAMESPACE}:{k}: unknown key (fastpath reads only "
-                                   f"{', '.join(NAMESPACE + ':' + k for k in KNOWN_KEYS)})" for k in unknown])
+        raise ConfigError(
+            source,
+            [
+                f"{NAMESPACE}:{k}: unknown key (fastpath reads only "
+                f"{', '.join(NAMESPACE + ':' + k for k in KNOWN_KEYS)})"
+                for k in unknown
+            ],
+        )
     if raw.get("platform") is None:
         raise ConfigError(source, [f"{NAMESPACE}:platform: required: describe the cluster (see docs/config.md)"])
     try:
@@ -93,8 +99,10 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
         reserved = {acceptance.JOB_NAME}
         for i, (ns, name) in enumerate(names):
             if ns == prof.namespaces[0] and name in reserved:
-                problems.append(f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "
-                                "(fastpath:platform.acceptance): rename the job")
+                problems.append(
+                    f"{NAMESPACE}:jobs[{i}].name: {name!r} is the name of a fabric acceptance job "
+                    "(fastpath:platform.acceptance): rename the job"
+                )
     if problems:
         raise ConfigError(source, problems)
     return out
@@ -127,5 +135,3 @@ def from_pulumi() -> StackConfig:
 
 def stack_file(stack: str) -> str:
     return f"stacks/Pulumi.{stack}.yaml"
-
-

@@ -38,8 +38,17 @@ PRIORITY_CLASS_READER = "fastpath-trainer-priorityclass-reader"
 # Fields of a runtime's JobSet template the CRD makes immutable (`self == oldSelf`, from kubernetes-sigs/jobset@
 # v0.12.0:api/jobset/v1alpha2/jobset_types.go; kubeflow/trainer@v2.3.0:manifests/base/crds/
 # trainer.kubeflow.org_clustertrainingruntimes.yaml): a change to one is a new runtime, not a patch.
-RUNTIME_IMMUTABLE = [f"spec.template.spec.{f}" for f in (
-    "failurePolicy", "network", "successPolicy", "startupPolicy", "volumeClaimPolicies", "replicatedJobs[*].dependsOn")]
+RUNTIME_IMMUTABLE = [
+    f"spec.template.spec.{f}"
+    for f in (
+        "failurePolicy",
+        "network",
+        "successPolicy",
+        "startupPolicy",
+        "volumeClaimPolicies",
+        "replicatedJobs[*].dependsOn",
+    )
+]
 
 
 def values(platform: PlatformConfig) -> dict[str, Any]:
@@ -50,8 +59,13 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
         "image": {"tag": versions.TRAINER_CONTROLLER_TAG},
         # The subchart's in-repo values name a staging `:main` image pulled Always; only the published chart's
         # are rewritten to the release (kubernetes-sigs/jobset@v0.12.0:hack/helm-chart-package.sh).
-        "jobset": {"image": {"repository": versions.JOBSET_IMAGE_REPOSITORY, "tag": versions.JOBSET_IMAGE_TAG,
-                             "pullPolicy": "IfNotPresent"}},
+        "jobset": {
+            "image": {
+                "repository": versions.JOBSET_IMAGE_REPOSITORY,
+                "tag": versions.JOBSET_IMAGE_TAG,
+                "pullPolicy": "IfNotPresent",
+            }
+        },
         # Off by default already; pinned because turning them on runs a hook Job that installs kubectl from the
         # internet (templates/runtimes/installer-job.yaml) and publishes runtimes that skip validation and carry
         # no fabric wiring.
@@ -67,14 +81,25 @@ def priority_class_rbac(cluster: str) -> list[dict[str, Any]]:
     refuses every TrainJob with "context deadline exceeded". kubeflow/trainer PR #3918 adds this rule to the chart:
     drop these once the pinned chart has it."""
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
-         "rules": [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
-                    "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PRIORITY_CLASS_READER},
-         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER_SERVICE_ACCOUNT, "namespace": NAMESPACE}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
+            "rules": [
+                {
+                    "apiGroups": ["scheduling.k8s.io"],
+                    "resources": ["priorityclasses"],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": k8s.meta(PRIORITY_CLASS_READER, cluster, COMPONENT),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PRIORITY_CLASS_READER},
+            "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER_SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+        },
     ]
 
 
@@ -121,21 +146,34 @@ class Trainer(pulumi.ComponentResource):
         super().__init__(TOKEN, name, None, opts)
         p = args.platform
         self.namespace = k8s.apply(
-            k8s.namespace(NAMESPACE, p.cluster, COMPONENT, "restricted",
-                          "the trainer and JobSet controllers run as non-root with no capabilities "
-                          "(the charts' securityContext); training pods run in the training namespaces"),
-            pulumi.ResourceOptions(parent=self))
+            k8s.namespace(
+                NAMESPACE,
+                p.cluster,
+                COMPONENT,
+                "restricted",
+                "the trainer and JobSet controllers run as non-root with no capabilities "
+                "(the charts' securityContext); training pods run in the training namespaces",
+            ),
+            pulumi.ResourceOptions(parent=self),
+        )
         # Before the controller starts, so its PriorityClass informer lists at once (a reflector would recover by
         # itself later, after refusing TrainJobs meanwhile).
         self.rbac = [k8s.apply(m, pulumi.ResourceOptions(parent=self)) for m in priority_class_rbac(p.cluster)]
         self.release = k8s.helm_release(
-            RELEASE, versions.TRAINER_CHART, None, p.versions.trainer, NAMESPACE, values(p),
+            RELEASE,
+            versions.TRAINER_CHART,
+            None,
+            p.versions.trainer,
+            NAMESPACE,
+            values(p),
             # The trainer CRDs are chart templates without `helm.sh/resource-policy: keep`, and the chart has no
             # value to add it (templates/crd/*): deleting the release deletes every TrainJob, runtime, JobSet
             # and running pod with them. So Pulumi refuses to delete or replace it (protect) and, once unprotected,
             # only forgets it (retain_on_delete): removing the trainer is a deliberate `helm uninstall`.
-            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *self.rbac, *args.after], protect=True,
-                                   retain_on_delete=True))
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[self.namespace, *self.rbac, *args.after], protect=True, retain_on_delete=True
+            ),
+        )
         # A changed immutable field replaces the runtime, deleted first (same name). TrainJobs already running keep
         # the copy the controller took at their first reconcile (their `<trainjob>-runtime-snapshot` ConfigMap,
         # kubeflow/trainer@v2.3.0:pkg/runtime/core/snapshot.go), so they run on unchanged; a TrainJob created in
@@ -144,7 +182,8 @@ class Trainer(pulumi.ComponentResource):
         # The release's readiness does not cover the webhook handlers, registered just after readyz passes
         # (cmd/trainer-controller-manager/main.go setupManagerComponents): a runtime created in that window is
         # refused, and a second `pulumi up` creates it (README, "Trainer v2 install").
-        after = pulumi.ResourceOptions(parent=self, depends_on=[self.release], replace_on_changes=RUNTIME_IMMUTABLE,
-                                       delete_before_replace=True)
+        after = pulumi.ResourceOptions(
+            parent=self, depends_on=[self.release], replace_on_changes=RUNTIME_IMMUTABLE, delete_before_replace=True
+        )
         self.runtimes = [k8s.apply(m, after) for m in manifests]
         self.register_outputs({"runtimes": [m["metadata"]["name"] for m in manifests]})

@@ -67,8 +67,10 @@ SSH_MOUNT = "/root/.ssh"
 SSH_KEY_DIR = "/run/fastpath-ssh"
 SSH_KEY = f"{SSH_KEY_DIR}/id_rsa"
 SSH_KEY_VOLUME = "fastpath-ssh"
-SSH_OPTIONS = (f"-p {SSHD_PORT} -i {SSH_KEY} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
-               f"-o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10")
+SSH_OPTIONS = (
+    f"-p {SSHD_PORT} -i {SSH_KEY} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
+    f"-o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10"
+)
 MPI_HOSTS = "mpi-hosts"  # the launcher's init container that waits for every host's sshd
 MPI_HOSTS_TIMEOUT = 900  # seconds: an image of tens of GB pulled on the slowest node
 MPI_HOSTFILE_VOLUME = "mpi-hostfile"  # T:pkg/constants/constants.go MPIHostfileVolumeName (added by the mpi plugin)
@@ -155,10 +157,11 @@ def _node_container(shape: NodeShape, command: list[str] | None = None) -> dict:
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if shape.checkpoint_claim:
         # One directory per TrainJob: the JobSet (= TrainJob) name, from the label JobSet puts on every pod.
-        container["env"].insert(0, {"name": JOB_NAME_ENV, "valueFrom": {
-            "fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}})
-        mounts.append({"name": "checkpoints", "mountPath": shape.checkpoint_mount,
-                       "subPathExpr": f"$({JOB_NAME_ENV})"})
+        container["env"].insert(
+            0,
+            {"name": JOB_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}},
+        )
+        mounts.append({"name": "checkpoints", "mountPath": shape.checkpoint_mount, "subPathExpr": f"$({JOB_NAME_ENV})"})
     container["volumeMounts"] = mounts
     if sec := _security(shape):
         container["securityContext"] = sec
@@ -171,13 +174,16 @@ def _preflight(shape: NodeShape) -> dict:
     `node`); a failed check exits 3, which the Job's podFailurePolicy turns into a failed run."""
     small = {**_resources(shape)["limits"], "memory": "256Mi", "cpu": 1}
     container: dict = {
-        "name": PREFLIGHT, "image": shape.image,
+        "name": PREFLIGHT,
+        "image": shape.image,
         "command": ["sh", "-c", f'sh "$0" || exit {PREFLIGHT_EXIT}', f"/fastpath/{shape.preflight_key}"],
         "env": [{"name": k, "value": v} for k, v in shape.preflight_env.items()],
         "resources": {"limits": small, "requests": dict(small)},
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": PREFLIGHT, "mountPath": "/fastpath", "readOnly": True}],
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": PREFLIGHT, "mountPath": "/fastpath", "readOnly": True},
+        ],
     }
     if sec := _security(shape):
         container["securityContext"] = sec
@@ -199,12 +205,22 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
     # One pod per node and job: each owns its node's GPUs and rails. matchLabelKeys scopes the term to the pod's
     # own JobSet without the runtime knowing its name.
     selector = {"matchLabels": {ROLE_LABEL: NODE}}
-    affinity: dict = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": selector, "matchLabelKeys": [JOBSET_NAME_LABEL], "topologyKey": "kubernetes.io/hostname"}]}}
+    affinity: dict = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": selector,
+                    "matchLabelKeys": [JOBSET_NAME_LABEL],
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
     if shape.topology_key:
         term = {"labelSelector": selector, "matchLabelKeys": [JOBSET_NAME_LABEL], "topologyKey": shape.topology_key}
-        affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": term}]}
+        affinity["podAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+        }
     spec["affinity"] = affinity
     if shape.scheduler:
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
@@ -280,21 +296,27 @@ def _mpi_hosts(shape: NodeShape) -> dict:
     launcher's `node` container through an emptyDir."""
     small = {"cpu": 1, "memory": "256Mi"}
     return {
-        "name": MPI_HOSTS, "image": shape.image,
+        "name": MPI_HOSTS,
+        "image": shape.image,
         "command": ["sh", "-c", MPI_HOSTS_SCRIPT, shape.ssh_mount_path],
-        "env": [{"name": JOB_NAME_ENV, "valueFrom": {"fieldRef": {
-            "fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}}],
+        "env": [
+            {"name": JOB_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}}
+        ],
         "resources": {"limits": small, "requests": dict(small)},
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": MPI_HOSTFILE_VOLUME, "mountPath": MPI_HOSTFILE.rsplit("/", 1)[0]},
-                         {"name": MPI_SSH_VOLUME, "mountPath": shape.ssh_mount_path},
-                         {"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR}],
+        "volumeMounts": [
+            {"name": MPI_HOSTFILE_VOLUME, "mountPath": MPI_HOSTFILE.rsplit("/", 1)[0]},
+            {"name": MPI_SSH_VOLUME, "mountPath": shape.ssh_mount_path},
+            {"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR},
+        ],
     }
 
 
 def _fail_run_rules(containers: list[str]) -> list[dict]:
-    return [{"action": "FailJob", "onExitCodes": {"containerName": c, "operator": "In", "values": [FAIL_RUN_EXIT]}}
-            for c in containers]
+    return [
+        {"action": "FailJob", "onExitCodes": {"containerName": c, "operator": "In", "values": [FAIL_RUN_EXIT]}}
+        for c in containers
+    ]
 
 
 # Cluster-made disruptions: Volcano's preempt and reclaim set it before deleting a pod
@@ -323,8 +345,9 @@ def _job(pod: dict, shape: NodeShape, ancestor: str | None, fail_run: list[str] 
 # "Pod %s/%s has condition %v matching %v rule at index %d"); JobSet matches them unanchored
 # (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go anyMatchFound, regexp.MatchString).
 def fail_run_pattern(containers: list[str]) -> str:
-    return (f"^Container ({'|'.join(containers)}) for pod \\S+ failed with exit code {FAIL_RUN_EXIT} "
-            f"matching FailJob rule")
+    return (
+        f"^Container ({'|'.join(containers)}) for pod \\S+ failed with exit code {FAIL_RUN_EXIT} matching FailJob rule"
+    )
 
 
 DISRUPTION_PATTERN = "^Pod \\S+ has condition DisruptionTarget matching FailJob rule"
@@ -337,15 +360,28 @@ def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
     RestartJobSetAndIgnoreMaxRestarts), anything else (a crash, an OOM kill) is the default RestartJobSet."""
     rules = []
     if fatal:
-        rules.append({"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
-                      "onJobFailureMessagePatterns": [fail_run_pattern(fatal)]})
-    rules.append({"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                  "onJobFailureReasons": ["PodFailurePolicy"], "onJobFailureMessagePatterns": [DISRUPTION_PATTERN]})
+        rules.append(
+            {
+                "name": "preflight",
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [fail_run_pattern(fatal)],
+            }
+        )
+    rules.append(
+        {
+            "name": "disruption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": [DISRUPTION_PATTERN],
+        }
+    )
     return {"maxRestarts": max_restarts, "restartStrategy": "BlockingRecreate", "rules": rules}
 
 
-def cluster_training_runtime(name: str, framework: str, node: NodeShape,
-                             labels: Mapping[str, str] | None = None) -> dict:
+def cluster_training_runtime(
+    name: str, framework: str, node: NodeShape, labels: Mapping[str, str] | None = None
+) -> dict:
     """A ClusterTrainingRuntime whose pods are on the fast path.
 
     torch: one replicated job `node` (ancestor trainer); the TrainJob's command starts `torchrun`, which reads the
@@ -371,11 +407,18 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
         launcher_env["PRTE_MCA_prte_default_hostfile"] = MPI_HOSTFILE
         launcher_env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "true"
         launcher_env["PRTE_MCA_prte_set_default_slots"] = str(node.gpus)
-        launcher_env["OMPI_MCA_mca_base_env_list"] = ";".join([*node.wiring.env, *(
-            ["CHECKPOINT_DIR"] if node.checkpoint_claim else [])])
-        spec["mlPolicy"] = {"numNodes": 1, "mpi": {
-            "numProcPerNode": node.gpus, "mpiImplementation": "OpenMPI", "sshAuthMountPath": node.ssh_mount_path,
-            "runLauncherAsNode": True}}
+        launcher_env["OMPI_MCA_mca_base_env_list"] = ";".join(
+            [*node.wiring.env, *(["CHECKPOINT_DIR"] if node.checkpoint_claim else [])]
+        )
+        spec["mlPolicy"] = {
+            "numNodes": 1,
+            "mpi": {
+                "numProcPerNode": node.gpus,
+                "mpiImplementation": "OpenMPI",
+                "sshAuthMountPath": node.ssh_mount_path,
+                "runLauncherAsNode": True,
+            },
+        }
         sshd = _node_container(node, ["sh", "-c", SSHD, node.ssh_mount_path])
         sshd["readinessProbe"] = {"tcpSocket": {"port": SSHD_PORT}, "initialDelaySeconds": 5}
         sshd["volumeMounts"].append({"name": SSH_KEY_VOLUME, "mountPath": SSH_KEY_DIR})
@@ -395,7 +438,8 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
         template_spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [LAUNCHER]}
         template_spec["replicatedJobs"] = [
             {"name": NODE, "template": _job(node_pod, node, None, [NODE])},
-            {"name": LAUNCHER, "template": _job(launcher_pod, node, TRAINER, [MPI_HOSTS])}]
+            {"name": LAUNCHER, "template": _job(launcher_pod, node, TRAINER, [MPI_HOSTS])},
+        ]
         fatal += [NODE, MPI_HOSTS]
     else:
         spec["mlPolicy"] = {"numNodes": 1, **({"torch": {}} if framework == "torch" else {})}
@@ -403,10 +447,12 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
         if framework == "torch" and node.wiring.host_network:
             # torchrun publishes its agent's address as its FQDN unless told (--local-addr, read from
             # PET_LOCAL_ADDR); on the host network that is the node's name, which pods need not resolve.
-            trainer_node["env"].append({"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {
-                "fieldPath": "status.podIP"}}})
-        template_spec["replicatedJobs"] = [{"name": NODE, "template": _job(_pod(node, trainer_node, NODE),
-                                                                           node, TRAINER)}]
+            trainer_node["env"].append(
+                {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+            )
+        template_spec["replicatedJobs"] = [
+            {"name": NODE, "template": _job(_pod(node, trainer_node, NODE), node, TRAINER)}
+        ]
     if node.scheduler == "volcano":
         spec["podGroupPolicy"] = {"volcano": {}}
     template_spec["failurePolicy"] = _failure_policy(fatal, node.max_restarts)
@@ -421,11 +467,21 @@ def cluster_training_runtime(name: str, framework: str, node: NodeShape,
     return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": metadata, "spec": spec}
 
 
-def train_job(name: str, runtime: str, *, image: str | None = None, command: list[str] | None = None,
-              args: list[str] | None = None, num_nodes: int | None = None, namespace: str | None = None,
-              env: Mapping[str, str] | None = None, num_proc_per_node: int | None = None,
-              resources_per_node: dict | None = None, queue: str | None = None,
-              labels: Mapping[str, str] | None = None) -> dict:
+def train_job(
+    name: str,
+    runtime: str,
+    *,
+    image: str | None = None,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    num_nodes: int | None = None,
+    namespace: str | None = None,
+    env: Mapping[str, str] | None = None,
+    num_proc_per_node: int | None = None,
+    resources_per_node: dict | None = None,
+    queue: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict:
     """A TrainJob naming the ClusterTrainingRuntime `runtime`. A queue other than the runtime's goes in as a
     runtime patch of fastpath's own (the only way a TrainJob reaches the PodGroup's queue)."""
     trainer: dict = {}
@@ -443,13 +499,16 @@ def train_job(name: str, runtime: str, *, image: str | None = None, command: lis
         trainer["numProcPerNode"] = num_proc_per_node
     if resources_per_node:
         trainer["resourcesPerNode"] = copy.deepcopy(resources_per_node)
-    spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                 "name": runtime}}
+    spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtime}}
     if trainer:
         spec["trainer"] = trainer
     if queue:
-        spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {
-            "template": {"metadata": {"annotations": {QUEUE_ANNOTATION: queue}}}}}]
+        spec["runtimePatches"] = [
+            {
+                "manager": PATCH_MANAGER,
+                "trainingRuntimeSpec": {"template": {"metadata": {"annotations": {QUEUE_ANNOTATION: queue}}}},
+            }
+        ]
     metadata: dict = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
@@ -462,9 +521,18 @@ def train_job(name: str, runtime: str, *, image: str | None = None, command: lis
 
 # Strategic-merge list keys on the paths runtime patches reach (corev1 / batchv1 / jobset patchMergeKey tags);
 # any other list is replaced whole (tolerations, capabilities.add, nodeSelectorTerms, command...).
-MERGE_KEYS = {"replicatedJobs": "name", "dependsOn": "name", "containers": "name", "initContainers": "name",
-              "volumes": "name", "env": "name", "volumeMounts": "mountPath", "imagePullSecrets": "name",
-              "schedulingGates": "name", "ports": "containerPort"}
+MERGE_KEYS = {
+    "replicatedJobs": "name",
+    "dependsOn": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "volumeMounts": "mountPath",
+    "imagePullSecrets": "name",
+    "schedulingGates": "name",
+    "ports": "containerPort",
+}
 RETAIN_KEYS = {"volumes"}  # patchStrategy merge,retainKeys: a volume's source is the patch's
 
 
@@ -504,8 +572,19 @@ def upsert(items: list[dict], new: list[dict], key: str = "name") -> None:
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
 _SUFFIX: dict[str, int | Fraction] = {
-    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+    "": 1,
+    "m": Fraction(1, 1000),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+}
 
 
 def quantity(value: object) -> Fraction:
@@ -606,8 +685,10 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
             known = {r["name"] for r in spec.get("replicatedJobs", [])}
             for rp in tpl["spec"].get("replicatedJobs") or []:
                 if rp["name"] not in known:
-                    raise ValueError(f"runtimePatches: replicated job {rp['name']!r} is not in runtime "
-                                     f"{runtime['metadata']['name']} ({', '.join(sorted(known))})")
+                    raise ValueError(
+                        f"runtimePatches: replicated job {rp['name']!r} is not in runtime "
+                        f"{runtime['metadata']['name']} ({', '.join(sorted(known))})"
+                    )
             order = [r["name"] for r in spec["replicatedJobs"]]
             spec = strategic_merge(spec, tpl["spec"])
             spec["replicatedJobs"].sort(key=lambda r: order.index(r["name"]))
@@ -622,8 +703,11 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
         if ancestor == TRAINER and ml is not None:
             count = ml.get("numNodes", 1)
         pod_spec = rjob["template"]["spec"]["template"]["spec"]
-        if trainer.get("resourcesPerNode") and ml is not None and (
-                ancestor == TRAINER or (launcher_as_node and rjob["name"] == NODE)):
+        if (
+            trainer.get("resourcesPerNode")
+            and ml is not None
+            and (ancestor == TRAINER or (launcher_as_node and rjob["name"] == NODE))
+        ):
             for c in _containers(pod_spec, NODE)[:1]:
                 c["resources"] = merge_resources(c.get("resources") or {}, trainer["resourcesPerNode"])
         counts[rjob["name"]] = max(count, 1)
@@ -650,12 +734,25 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
             mpi["numProcPerNode"] = trainer["numProcPerNode"]
         elif mpi.get("numProcPerNode", 1) == 1 and (gpus := _gpus(runtime_resources())) > 1:
             mpi["numProcPerNode"] = gpus
-        ssh = {"name": "mpi-ssh-auth", "secret": {"secretName": f"{name}-mpi-ssh-auth", "defaultMode": 0o400, "items": [
-            {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
-            {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
-            {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644}]}}
-        hostfile = {"name": "mpi-hostfile", "configMap": {"name": f"{name}-mpi-hostfile", "items": [
-            {"key": "hostfile", "path": "hostfile", "mode": 0o444}]}}
+        ssh = {
+            "name": "mpi-ssh-auth",
+            "secret": {
+                "secretName": f"{name}-mpi-ssh-auth",
+                "defaultMode": 0o400,
+                "items": [
+                    {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
+                    {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
+                    {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644},
+                ],
+            },
+        }
+        hostfile = {
+            "name": "mpi-hostfile",
+            "configMap": {
+                "name": f"{name}-mpi-hostfile",
+                "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
+            },
+        }
         for rjob in rjobs:
             if rjob["name"] not in (NODE, LAUNCHER):
                 continue
@@ -663,16 +760,22 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
             pod_spec.setdefault("volumes", [])
             upsert(pod_spec["volumes"], [ssh] + ([hostfile] if rjob["name"] == LAUNCHER else []))
             for c in _containers(pod_spec, NODE):
-                upsert(c.setdefault("volumeMounts", []), [{"name": "mpi-ssh-auth",
-                                                           "mountPath": mpi.get("sshAuthMountPath", "/root/.ssh")}],
-                       "mountPath")
+                upsert(
+                    c.setdefault("volumeMounts", []),
+                    [{"name": "mpi-ssh-auth", "mountPath": mpi.get("sshAuthMountPath", "/root/.ssh")}],
+                    "mountPath",
+                )
                 if rjob["name"] == LAUNCHER:
                     upsert(c["volumeMounts"], [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}], "mountPath")
-                    upsert(c.setdefault("env", []), [
-                        {"name": "OMPI_MCA_orte_default_hostfile", "value": MPI_HOSTFILE},
-                        {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
-                        {"name": "OMPI_MCA_orte_set_default_slots", "value": str(mpi.get("numProcPerNode", 1))},
-                        {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"}])
+                    upsert(
+                        c.setdefault("env", []),
+                        [
+                            {"name": "OMPI_MCA_orte_default_hostfile", "value": MPI_HOSTFILE},
+                            {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+                            {"name": "OMPI_MCA_orte_set_default_slots", "value": str(mpi.get("numProcPerNode", 1))},
+                            {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+                        ],
+                    )
     elif ml is not None and "torch" in ml:
         if trainer_job is not None and trainer.get("numNodes") is not None:
             counts[trainer_job["name"]] = trainer["numNodes"]
@@ -682,14 +785,29 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
             nproc = str(max(1, _cpus(res)))
         if trainer_job is not None and trainer_node is not None:  # the node container sits in the trainer job
             upsert(trainer_node.setdefault("env", []), job_env)
-            upsert(trainer_node["env"], [
-                {"name": "PET_NNODES", "value": str(counts[trainer_job["name"]])},
-                {"name": "PET_NPROC_PER_NODE", "value": nproc},
-                {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}])
+            upsert(
+                trainer_node["env"],
+                [
+                    {"name": "PET_NNODES", "value": str(counts[trainer_job["name"]])},
+                    {"name": "PET_NPROC_PER_NODE", "value": nproc},
+                    {
+                        "name": "PET_NODE_RANK",
+                        "valueFrom": {
+                            "fieldRef": {
+                                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                            }
+                        },
+                    },
+                ],
+            )
             if trainer.get("command") != ["tune", "run"]:
-                upsert(trainer_node["env"], [{"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
-                                             {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)}])
+                upsert(
+                    trainer_node["env"],
+                    [
+                        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+                        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+                    ],
+                )
             upsert(trainer_node.setdefault("ports", []), [{"containerPort": TRAINER_PORT}], "containerPort")
     elif ml is not None and not any(k in ml for k in ("jax", "xgboost", "flux")):
         if trainer_job is not None and trainer.get("numNodes") is not None:
@@ -716,8 +834,10 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
         for rjob in rjobs:
             for resource, q in _pod_requests(rjob["template"]["spec"]["template"]["spec"]).items():
                 total[resource] = total.get(resource, Fraction(0)) + q * counts[rjob["name"]]
-        pod_group = {"minMember": sum(counts.values()),
-                     "minResources": {k: _format(v, k) for k, v in sorted(total.items())}}
+        pod_group = {
+            "minMember": sum(counts.values()),
+            "minResources": {k: _format(v, k) for k, v in sorted(total.items())},
+        }
         if QUEUE_ANNOTATION in annotations:
             pod_group["queue"] = annotations[QUEUE_ANNOTATION]
         for rjob in rjobs:
@@ -747,8 +867,10 @@ def effective_pod(train_job: dict, runtime: dict, replicated_job: str | None = N
     for rjob in derived["jobset"]["replicatedJobs"]:
         if (rjob["name"] == replicated_job) if replicated_job else _ancestor(rjob) == TRAINER:
             return rjob["template"]["spec"]["template"]
-    raise ValueError(f"runtime {runtime['metadata']['name']} has no replicated job "
-                     f"{replicated_job or 'labelled ' + ANCESTOR_LABEL + ': trainer'}")
+    raise ValueError(
+        f"runtime {runtime['metadata']['name']} has no replicated job "
+        f"{replicated_job or 'labelled ' + ANCESTOR_LABEL + ': trainer'}"
+    )
 
 
 # ------------------------------------------------------------------------------------------- judging
@@ -769,78 +891,112 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
     trainer = (train_job.get("spec") or {}).get("trainer") or {}
     found: list[str] = []
     if trainer.get("resourcesPerNode") and trainer.get("numProcPerNode") is None:
-        rt_gpus = _gpus(next((c.get("resources") or {} for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
-                              if r["name"] == NODE or _ancestor(r) == TRAINER
-                              for c in _containers(r["template"]["spec"]["template"]["spec"], NODE)), {}))
+        rt_gpus = _gpus(
+            next(
+                (
+                    c.get("resources") or {}
+                    for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+                    if r["name"] == NODE or _ancestor(r) == TRAINER
+                    for c in _containers(r["template"]["spec"]["template"]["spec"], NODE)
+                ),
+                {},
+            )
+        )
         if rt_gpus and not _gpus(trainer["resourcesPerNode"]):
-            found.append(f"{where}: spec.trainer.resourcesPerNode names no GPU, so the controller counts none "
-                         f"(it reads the TrainJob's resourcesPerNode alone) and starts one process per node on "
-                         f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
-                         f"numProcPerNode")
+            found.append(
+                f"{where}: spec.trainer.resourcesPerNode names no GPU, so the controller counts none "
+                f"(it reads the TrainJob's resourcesPerNode alone) and starts one process per node on "
+                f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
+                f"numProcPerNode"
+            )
     derived = derived if derived is not None else effective_jobset(train_job, runtime)
-    for original, rjob in zip(runtime["spec"]["template"]["spec"]["replicatedJobs"],
-                              derived["jobset"]["replicatedJobs"], strict=True):
+    for original, rjob in zip(
+        runtime["spec"]["template"]["spec"]["replicatedJobs"], derived["jobset"]["replicatedJobs"], strict=True
+    ):
         before, after = original["template"]["spec"]["template"], rjob["template"]["spec"]["template"]
         at = f"{where} ({rjob['name']} pods)"
         nets = ((before.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
         if nets and ((after.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION) != nets:
-            found.append(f"{at}: runtimePatches replace the {NETWORKS_ANNOTATION} annotation: the pods lose their "
-                         f"rail interfaces; remove that annotation from the patch")
+            found.append(
+                f"{at}: runtimePatches replace the {NETWORKS_ANNOTATION} annotation: the pods lose their "
+                f"rail interfaces; remove that annotation from the patch"
+            )
         bspec, aspec = before["spec"], after["spec"]
         missing = [t for t in bspec.get("tolerations") or [] if t not in (aspec.get("tolerations") or [])]
         if missing:
-            found.append(f"{at}: runtimePatches tolerations replace the runtime's (a list is replaced whole) and "
-                         f"drop {', '.join(t.get('key', '*') for t in missing)}: the pods cannot go to GPU nodes; "
-                         f"repeat the runtime's tolerations in the patch")
+            found.append(
+                f"{at}: runtimePatches tolerations replace the runtime's (a list is replaced whole) and "
+                f"drop {', '.join(t.get('key', '*') for t in missing)}: the pods cannot go to GPU nodes; "
+                f"repeat the runtime's tolerations in the patch"
+            )
         for key, value in (bspec.get("nodeSelector") or {}).items():
             if (aspec.get("nodeSelector") or {}).get(key) != value:
-                found.append(f"{at}: runtimePatches change nodeSelector {key} from {value!r}: the runtime's wiring "
-                             f"and sizing are for those nodes; use a runtime published for the other nodes")
+                found.append(
+                    f"{at}: runtimePatches change nodeSelector {key} from {value!r}: the runtime's wiring "
+                    f"and sizing are for those nodes; use a runtime published for the other nodes"
+                )
         shm = next((v for v in bspec.get("volumes") or [] if v["name"] == "dshm"), None)
         if shm and next((v for v in aspec.get("volumes") or [] if v["name"] == "dshm"), None) != shm:
-            found.append(f"{at}: runtimePatches replace volume dshm: /dev/shm is no longer the runtime's "
-                         f"memory-backed {shm['emptyDir'].get('sizeLimit')}; name the patch's volume differently")
+            found.append(
+                f"{at}: runtimePatches replace volume dshm: /dev/shm is no longer the runtime's "
+                f"memory-backed {shm['emptyDir'].get('sizeLimit')}; name the patch's volume differently"
+            )
         for bc in bspec.get("containers", []) + bspec.get("initContainers", []):
-            ac = next(c for c in aspec.get("containers", []) + aspec.get("initContainers", [])
-                      if c["name"] == bc["name"])
+            ac = next(
+                c for c in aspec.get("containers", []) + aspec.get("initContainers", []) if c["name"] == bc["name"]
+            )
             name = f"{at}: container {bc['name']}"
             bres, ares = bc.get("resources") or {}, ac.get("resources") or {}
             for res, value in _fabric_resources(bres).items():
                 for part in ("limits", "requests"):
                     got = (ares.get(part) or {}).get(res)
                     if got is None or quantity(got) != quantity(value):
-                        found.append(f"{name}: resourcesPerNode sets {part}.{res} to {got}, the runtime gives "
-                                     f"{value}: the pod loses its fabric device (NCCL falls back or fails); "
-                                     f"remove {res} from resourcesPerNode")
+                        found.append(
+                            f"{name}: resourcesPerNode sets {part}.{res} to {got}, the runtime gives "
+                            f"{value}: the pod loses its fabric device (NCCL falls back or fails); "
+                            f"remove {res} from resourcesPerNode"
+                        )
             for part_res in sorted(set(ares.get("limits") or {}) | set(ares.get("requests") or {})):
                 lim, req = (ares.get("limits") or {}).get(part_res), (ares.get("requests") or {}).get(part_res)
                 if part_res in ("cpu", "memory", "ephemeral-storage"):
                     if lim is not None and req is not None and quantity(req) > quantity(lim):
-                        found.append(f"{name}: {part_res} requests {req} exceed limits {lim} after the merge "
-                                     f"(resourcesPerNode merges per key): the pod is invalid; set requests and "
-                                     f"limits both in resourcesPerNode")
+                        found.append(
+                            f"{name}: {part_res} requests {req} exceed limits {lim} after the merge "
+                            f"(resourcesPerNode merges per key): the pod is invalid; set requests and "
+                            f"limits both in resourcesPerNode"
+                        )
                     continue
                 if lim is None or req is None or quantity(lim) != quantity(req):
-                    found.append(f"{name}: {part_res} requests {req} and limits {lim} after the merge "
-                                 f"(resourcesPerNode merges per key): the Job controller cannot create the pod, "
-                                 f"extended resources need requests equal to limits; set both in resourcesPerNode")
+                    found.append(
+                        f"{name}: {part_res} requests {req} and limits {lim} after the merge "
+                        f"(resourcesPerNode merges per key): the Job controller cannot create the pod, "
+                        f"extended resources need requests equal to limits; set both in resourcesPerNode"
+                    )
             if shm and bc["name"] == NODE and (mem := (ares.get("limits") or {}).get("memory")) is not None:
                 if quantity(mem) <= quantity(shm["emptyDir"]["sizeLimit"]):
-                    found.append(f"{name}: memory limit {mem} is not above /dev/shm "
-                                 f"{shm['emptyDir']['sizeLimit']} (tmpfs pages count against it: OOM kill); "
-                                 f"raise memory in resourcesPerNode or leave it to the runtime")
+                    found.append(
+                        f"{name}: memory limit {mem} is not above /dev/shm "
+                        f"{shm['emptyDir']['sizeLimit']} (tmpfs pages count against it: OOM kill); "
+                        f"raise memory in resourcesPerNode or leave it to the runtime"
+                    )
             lost = [c for c in _capabilities(bc) if c not in _capabilities(ac)]
             if lost:
-                found.append(f"{name}: runtimePatches securityContext replaces capabilities.add and drops "
-                             f"{', '.join(lost)}: RDMA cannot pin memory; keep {', '.join(lost)} in the patch")
+                found.append(
+                    f"{name}: runtimePatches securityContext replaces capabilities.add and drops "
+                    f"{', '.join(lost)}: RDMA cannot pin memory; keep {', '.join(lost)} in the patch"
+                )
             benv = {e["name"]: e.get("value") for e in bc.get("env") or []}
             aenv = {e["name"]: e.get("value") for e in ac.get("env") or []}
             for var in PLATFORM_OWNED:
                 if var in benv and var not in LOGGING_ENV and aenv.get(var) != benv[var]:
-                    found.append(f"{name}: env {var}={aenv.get(var)!r} replaces the runtime's {benv[var]!r} "
-                                 f"(env is merged by name); remove it from the TrainJob or ask for a runtime "
-                                 f"with that value")
+                    found.append(
+                        f"{name}: env {var}={aenv.get(var)!r} replaces the runtime's {benv[var]!r} "
+                        f"(env is merged by name); remove it from the TrainJob or ask for a runtime "
+                        f"with that value"
+                    )
             if bc.get("command") and ac.get("command") != bc["command"]:
-                found.append(f"{name}: spec.trainer.command replaces the runtime's command "
-                             f"{json.dumps(bc['command'])}; put it in spec.trainer.args instead")
+                found.append(
+                    f"{name}: spec.trainer.command replaces the runtime's command "
+                    f"{json.dumps(bc['command'])}; put it in spec.trainer.args instead"
+                )
     return found

@@ -132,16 +132,27 @@ def sizing_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     _, memory, shm, _ = sizing(spec, profile)
     if shm >= memory:
         key = "shmGiB" if spec.shm_gib else "memoryGiB"
-        return [(key, f"/dev/shm of {shm} GiB does not fit in the {memory} GiB memory limit (tmpfs pages count "
-                      "against it: the pod would be OOM-killed): lower shmGiB or raise memoryGiB")]
+        return [
+            (
+                key,
+                f"/dev/shm of {shm} GiB does not fit in the {memory} GiB memory limit (tmpfs pages count "
+                "against it: the pod would be OOM-killed): lower shmGiB or raise memoryGiB",
+            )
+        ]
     return []
 
 
 # Launchers fastpath runs itself: a command that starts one would run a launcher inside a launcher.
 LAUNCHERS = {
-    "torchrun": "torchrun", "torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
-    "deepspeed": "deepspeed", "accelerate": "accelerate launch", "mpirun": "mpirun", "mpiexec": "mpirun",
-    "horovodrun": "horovodrun", "srun": "srun",
+    "torchrun": "torchrun",
+    "torch.distributed.run": "torchrun",
+    "torch.distributed.launch": "torchrun",
+    "deepspeed": "deepspeed",
+    "accelerate": "accelerate launch",
+    "mpirun": "mpirun",
+    "mpiexec": "mpirun",
+    "horovodrun": "horovodrun",
+    "srun": "srun",
 }
 PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
 
@@ -162,11 +173,19 @@ def command_problems(spec: JobSpec) -> list[tuple[str, str]]:
     found = launcher_in(spec.command)
     if found is None:
         return []
-    runs = {"pytorch": "torchrun (nodes, processes per node and rendezvous come from the job)",
-            "mpi": "mpirun over every GPU", "tensorflow": "one process per pod"}[spec.framework]
-    return [("command", f"starts {found}, but fastpath launches the command itself with {runs}: a launcher "
-                        f"inside it would start the wrong number of processes; give what one process runs, "
-                        f"e.g. [python, train.py, ...]")]
+    runs = {
+        "pytorch": "torchrun (nodes, processes per node and rendezvous come from the job)",
+        "mpi": "mpirun over every GPU",
+        "tensorflow": "one process per pod",
+    }[spec.framework]
+    return [
+        (
+            "command",
+            f"starts {found}, but fastpath launches the command itself with {runs}: a launcher "
+            f"inside it would start the wrong number of processes; give what one process runs, "
+            f"e.g. [python, train.py, ...]",
+        )
+    ]
 
 
 def cluster_problems(job: JobSpec, profile: Profile) -> list[tuple[str, str]]:
@@ -174,26 +193,44 @@ def cluster_problems(job: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     gpu, nodes, sched = profile.gpu, profile.nodes, profile.scheduler
     if job.namespace is not None and job.namespace not in profile.namespaces:
-        out.append(("namespace", f"{job.namespace!r} is not a training namespace of this cluster "
-                                 f"({', '.join(profile.namespaces)})"))
+        out.append(
+            (
+                "namespace",
+                f"{job.namespace!r} is not a training namespace of this cluster ({', '.join(profile.namespaces)})",
+            )
+        )
     if job.gpus_per_node is not None and job.gpus_per_node > gpu.per_node:
-        out.append(("gpusPerNode", f"{job.gpus_per_node} is more than the {gpu.per_node} GPUs a node of this "
-                                   f"cluster has (fastpath:platform.gpu.perNode)"))
+        out.append(
+            (
+                "gpusPerNode",
+                f"{job.gpus_per_node} is more than the {gpu.per_node} GPUs a node of this "
+                f"cluster has (fastpath:platform.gpu.perNode)",
+            )
+        )
     if job.max_nodes > nodes.count:
         key = "nodes" if job.nodes is not None else "elastic.maxNodes"
-        out.append((key, f"{job.max_nodes} nodes asked, the cluster has {nodes.count} "
-                         "(fastpath:platform.nodes.count)"))
+        out.append((key, f"{job.max_nodes} nodes asked, the cluster has {nodes.count} (fastpath:platform.nodes.count)"))
     queues = [q.name for q in sched.queues]
     if job.queue is not None and sched.name is None:
-        out.append(("queue", f"queue {job.queue!r} asked but Volcano is disabled "
-                             "(fastpath:platform.components.volcano): enable it or remove queue"))
+        out.append(
+            (
+                "queue",
+                f"queue {job.queue!r} asked but Volcano is disabled "
+                "(fastpath:platform.components.volcano): enable it or remove queue",
+            )
+        )
     elif job.queue is not None and job.queue not in queues:
         out.append(("queue", f"{job.queue!r} is not a queue of this cluster ({', '.join(queues)})"))
     if job.priority_class is not None and job.priority_class not in sched.priority_classes:
         out.append(("priorityClass", f"{job.priority_class!r} is not one of {', '.join(sched.priority_classes)}"))
     if job.memory_gib is not None and job.memory_gib > nodes.memory_gib:
-        out.append(("memoryGiB", f"{job.memory_gib} GiB is more than a node's {nodes.memory_gib} GiB "
-                                 "(fastpath:platform.nodes.memoryGiB)"))
+        out.append(
+            (
+                "memoryGiB",
+                f"{job.memory_gib} GiB is more than a node's {nodes.memory_gib} GiB "
+                "(fastpath:platform.nodes.memoryGiB)",
+            )
+        )
     if job.cpus is not None and job.cpus > nodes.cpus:
         out.append(("cpus", f"{job.cpus} is more than a node's {nodes.cpus} CPUs"))
     return out
@@ -208,8 +245,13 @@ def api_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """What a job may not ask of the job API it runs on."""
     apis = profile.job_apis
     if spec.api is not None and len(apis) == 1:
-        return [("api", f"this cluster serves only {apis[0]} (fastpath:platform.jobApi); a job chooses its API only "
-                        "on a cluster with jobApi 'both': remove api")]
+        return [
+            (
+                "api",
+                f"this cluster serves only {apis[0]} (fastpath:platform.jobApi); a job chooses its API only "
+                "on a cluster with jobApi 'both': remove api",
+            )
+        ]
     if api_of(spec, profile) != "v2":
         return []
     out: list[tuple[str, str]] = []
@@ -217,45 +259,99 @@ def api_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     assert fixed is not None, "a cluster serving v2 has a trainer profile"
     why_v1 = " (or api v1 on a jobApi 'both' cluster)" if "v1" in apis else ""
     if spec.framework == "tensorflow":
-        out.append(("framework", "Trainer v2 has no TensorFlow runtime (kubeflow/trainer@v2.3.0 runs torch, MPI, "
-                                 "JAX, MLX and XGBoost; TFJob is v1 only): use framework pytorch or mpi" + why_v1))
+        out.append(
+            (
+                "framework",
+                "Trainer v2 has no TensorFlow runtime (kubeflow/trainer@v2.3.0 runs torch, MPI, "
+                "JAX, MLX and XGBoost; TFJob is v1 only): use framework pytorch or mpi" + why_v1,
+            )
+        )
     if spec.elastic is not None:
-        out.append(("elastic", "Trainer v2.3.0 has no elastic PyTorch (the torch plugin sets a static rendezvous; "
-                               "numNodes is one number): set nodes" + why_v1))
+        out.append(
+            (
+                "elastic",
+                "Trainer v2.3.0 has no elastic PyTorch (the torch plugin sets a static rendezvous; "
+                "numNodes is one number): set nodes" + why_v1,
+            )
+        )
     if spec.gpus_per_node is not None and spec.gpus_per_node < profile.gpu.per_node:
-        out.append(("gpusPerNode", f"v2 runtimes are whole nodes: their preflight checks all {profile.gpu.per_node} "
-                                   "GPUs and their /dev/shm is sized for them, and a TrainJob can change neither; "
-                                   "remove gpusPerNode" + why_v1))
+        out.append(
+            (
+                "gpusPerNode",
+                f"v2 runtimes are whole nodes: their preflight checks all {profile.gpu.per_node} "
+                "GPUs and their /dev/shm is sized for them, and a TrainJob can change neither; "
+                "remove gpusPerNode" + why_v1,
+            )
+        )
     if spec.shm_gib is not None:
-        out.append(("shmGiB", "on v2 /dev/shm is the runtime's (a TrainJob that replaced the volume would lose its "
-                              "memory medium): remove shmGiB"))
+        out.append(
+            (
+                "shmGiB",
+                "on v2 /dev/shm is the runtime's (a TrainJob that replaced the volume would lose its "
+                "memory medium): remove shmGiB",
+            )
+        )
     if spec.max_restarts is not None:
-        out.append(("maxRestarts", "a v2 run's restarts are its runtime's JobSet failure policy, which a TrainJob "
-                                   "cannot change: remove maxRestarts (fastpath:platform.trainer.maxRestarts sets "
-                                   "it for every run)"))
+        out.append(
+            (
+                "maxRestarts",
+                "a v2 run's restarts are its runtime's JobSet failure policy, which a TrainJob "
+                "cannot change: remove maxRestarts (fastpath:platform.trainer.maxRestarts sets "
+                "it for every run)",
+            )
+        )
     if "ttl_seconds_after_finished" in spec.model_fields_set:
-        out.append(("ttlSecondsAfterFinished", "a v2 run's cleanup is its runtime's, which a TrainJob cannot change: "
-                                               "remove it (fastpath:platform.trainer.ttlSecondsAfterFinished)"))
+        out.append(
+            (
+                "ttlSecondsAfterFinished",
+                "a v2 run's cleanup is its runtime's, which a TrainJob cannot change: "
+                "remove it (fastpath:platform.trainer.ttlSecondsAfterFinished)",
+            )
+        )
     if not spec.preflight:
-        out.append(("preflight", "the v2 runtime's preflight is an init container a TrainJob cannot remove: remove "
-                                 "preflight: false"))
+        out.append(
+            (
+                "preflight",
+                "the v2 runtime's preflight is an init container a TrainJob cannot remove: remove preflight: false",
+            )
+        )
     if spec.framework == "mpi":
         if fixed.mpi_image is None:
-            out.append(("framework", "this cluster publishes no MPI runtime (fastpath:platform.trainer.mpiImage is "
-                                     "not set)" + (": use api v1" if "v1" in apis else "")))
+            out.append(
+                (
+                    "framework",
+                    "this cluster publishes no MPI runtime (fastpath:platform.trainer.mpiImage is "
+                    "not set)" + (": use api v1" if "v1" in apis else ""),
+                )
+            )
         elif spec.image != fixed.mpi_image:
-            out.append(("image", f"the MPI runtime's node pods run {fixed.mpi_image} (fastpath:platform.trainer."
-                                 "mpiImage) and a TrainJob's image replaces only the launcher's, so ranks would "
-                                 f"run in two images: set image to {fixed.mpi_image}" + why_v1))
+            out.append(
+                (
+                    "image",
+                    f"the MPI runtime's node pods run {fixed.mpi_image} (fastpath:platform.trainer."
+                    "mpiImage) and a TrainJob's image replaces only the launcher's, so ranks would "
+                    f"run in two images: set image to {fixed.mpi_image}" + why_v1,
+                )
+            )
         if spec.nodes == 1:
-            out.append(("nodes", "an MPI run of one node still gets a second GPU pod on v2 (the launcher is a rank "
-                                 "host and the MPI plugin makes at least one node pod): use framework pytorch, or "
-                                 "nodes 2 or more"))
+            out.append(
+                (
+                    "nodes",
+                    "an MPI run of one node still gets a second GPU pod on v2 (the launcher is a rank "
+                    "host and the MPI plugin makes at least one node pod): use framework pytorch, or "
+                    "nodes 2 or more",
+                )
+            )
     if spec.memory_gib is not None:
         _, _, shm, _ = sizing(spec.model_copy(update={"memory_gib": None}), profile)
         if spec.memory_gib <= shm:
-            out.append(("memoryGiB", f"{spec.memory_gib} GiB is not above the runtime's /dev/shm of {shm} GiB (tmpfs "
-                                     "pages count against the memory limit: OOM kill); raise memoryGiB or remove it"))
+            out.append(
+                (
+                    "memoryGiB",
+                    f"{spec.memory_gib} GiB is not above the runtime's /dev/shm of {shm} GiB (tmpfs "
+                    "pages count against the memory limit: OOM kill); raise memoryGiB or remove it",
+                )
+            )
     return out
 
 
@@ -270,8 +366,13 @@ def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
         if (p := nccl.socket_ifname_problem(ifname, fab.pod_interfaces)) is not None:
             found.append(("envOverrides", p))
     if spec.max_restarts is not None and spec.framework == "tensorflow" and api_of(spec, profile) == "v1":
-        found.append(("maxRestarts", "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
-                                     "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts"))
+        found.append(
+            (
+                "maxRestarts",
+                "tensorflow workers cannot re-form a cluster after a fault: the job fails and "
+                "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts",
+            )
+        )
     per_node = profile.gpu.per_node
     if (p := fabric.partial_node_problem(fab, spec.gpus_per_node or per_node, per_node)) is not None:
         found.append(("gpusPerNode", p))
@@ -281,8 +382,13 @@ def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     if all((Path.cwd() / local).is_file() for local in spec.files.values()):
         size = sum((Path.cwd() / local).stat().st_size for local in spec.files.values())
         if size > FILES_LIMIT:
-            found.append(("files", f"{size} bytes in all; a ConfigMap holds at most 1 MiB: put large files in the "
-                                   "image or a dataset claim"))
+            found.append(
+                (
+                    "files",
+                    f"{size} bytes in all; a ConfigMap holds at most 1 MiB: put large files in the "
+                    "image or a dataset claim",
+                )
+            )
     return found or sizing_problems(spec, profile)
 
 
@@ -302,11 +408,22 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     if api == "v2":
         # The runtime holds the fabric, the checkpoint mount (a directory per TrainJob) and the rendezvous.
         return Resolved(
-            spec=spec, profile=profile, namespace=namespace, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
+            spec=spec,
+            profile=profile,
+            namespace=namespace,
+            gpus=gpus,
+            memory_gib=memory,
+            shm_gib=shm,
+            cpus=cpus,
             queue=(spec.queue or sched.default_queue) if sched.name else None,
             priority_class=(spec.priority_class or sched.default_priority_class) if sched.name else None,
-            scheduler=sched.name, wiring=wiring, env=env, overridden=tuple(spec.env_overrides),
-            checkpoint_dir=profile.checkpoints.mount_root if profile.checkpoints else None, api="v2")
+            scheduler=sched.name,
+            wiring=wiring,
+            env=env,
+            overridden=tuple(spec.env_overrides),
+            checkpoint_dir=profile.checkpoints.mount_root if profile.checkpoints else None,
+            api="v2",
+        )
     if spec.framework == "pytorch":
         # torch >= 2.4 lets the rank-0 agent's store double as the workers' store; a replacement agent then never
         # rejoins (it waits for a MASTER_ADDR nobody re-publishes: pytorch/pytorch#135712). Each group gets its
@@ -317,10 +434,19 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
         checkpoint_dir = f"{profile.checkpoints.mount_root}/{spec.name}"
         env["CHECKPOINT_DIR"] = checkpoint_dir
     return Resolved(
-        spec=spec, profile=profile, namespace=namespace, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
+        spec=spec,
+        profile=profile,
+        namespace=namespace,
+        gpus=gpus,
+        memory_gib=memory,
+        shm_gib=shm,
+        cpus=cpus,
         queue=(spec.queue or sched.default_queue) if sched.name else None,
         priority_class=(spec.priority_class or sched.default_priority_class) if sched.name else None,
-        scheduler=sched.name, wiring=wiring, env=env, overridden=tuple(spec.env_overrides),
+        scheduler=sched.name,
+        wiring=wiring,
+        env=env,
+        overridden=tuple(spec.env_overrides),
         checkpoint_dir=checkpoint_dir,
     )
 
@@ -330,8 +456,10 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
 
 def env_list(r: Resolved) -> list[dict]:
     out: list[dict] = [{"name": k, "value": v} for k, v in r.env.items()]
-    out += [{"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
-            for k, s in r.spec.secret_env.items()]
+    out += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for k, s in r.spec.secret_env.items()
+    ]
     return out
 
 
@@ -359,10 +487,8 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         container["securityContext"] = {"capabilities": {"add": list(r.wiring.capabilities)}}
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{r.shm_gib}Gi"}}]
     if r.checkpoint_dir:
-        container["volumeMounts"].append({"name": "checkpoints", "mountPath": r.checkpoint_dir,
-                                          "subPath": spec.name})
-        volumes.append({"name": "checkpoints",
-                        "persistentVolumeClaim": {"claimName": r.checkpoint_claim}})
+        container["volumeMounts"].append({"name": "checkpoints", "mountPath": r.checkpoint_dir, "subPath": spec.name})
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": r.checkpoint_claim}})
     if spec.files:
         container["volumeMounts"].append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
         volumes.append({"name": "files", "configMap": {"name": files_configmap_name(spec)}})
@@ -377,12 +503,20 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         "tolerations": [k8s.toleration(prof.gpu.taint_key)],
         "affinity": {
             # One pod per node: each pod owns its node's GPUs and rails.
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": job_selector, "topologyKey": "kubernetes.io/hostname"}]},
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": job_selector, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            },
             # Packed toward one topology domain (zone, rack or leaf): fewer switch hops between ranks.
-            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "podAffinityTerm": {"labelSelector": job_selector,
-                                                    "topologyKey": prof.nodes.topology_key}}]},
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {"labelSelector": job_selector, "topologyKey": prof.nodes.topology_key},
+                    }
+                ]
+            },
         },
     }
     if r.scheduler:
@@ -393,8 +527,10 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     if has_preflight(r):
         volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
         if preflight_in_main:
-            container["env"] += [{"name": "FASTPATH_PREFLIGHT", "value": preflight_script(r)},
-                                 *({"name": k, "value": v} for k, v in preflight_env(r).items())]
+            container["env"] += [
+                {"name": "FASTPATH_PREFLIGHT", "value": preflight_script(r)},
+                *({"name": k, "value": v} for k, v in preflight_env(r).items()),
+            ]
             container["volumeMounts"].append({"name": "preflight", "mountPath": "/fastpath", "readOnly": True})
             container["terminationMessagePolicy"] = "FallbackToLogsOnError"
         else:
@@ -456,8 +592,9 @@ def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm
         env["PREFLIGHT_BOOTSTRAP"] = fab.pod_interface
     if fab.kind == "roce" and hcas and rail_ifaces:
         # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
-        env["PREFLIGHT_ROCE_GIDS"] = " ".join(f"{iface}:{rail.hca}"
-                                              for iface, rail in zip(rail_ifaces, wiring.rails, strict=True))
+        env["PREFLIGHT_ROCE_GIDS"] = " ".join(
+            f"{iface}:{rail.hca}" for iface, rail in zip(rail_ifaces, wiring.rails, strict=True)
+        )
     return env
 
 
@@ -474,8 +611,10 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
         # The reason a check failed, in the pod's status (kubectl describe), not only in its logs.
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"capabilities": {"add": list(r.wiring.capabilities)}},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "preflight", "mountPath": "/fastpath", "readOnly": True}],
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "preflight", "mountPath": "/fastpath", "readOnly": True},
+        ],
     }
 
 
@@ -486,8 +625,11 @@ def run_policy(r: Resolved) -> dict:
     policy: dict = {"cleanPodPolicy": CLEAN_POD_POLICY}
     policy["ttlSecondsAfterFinished"] = r.spec.ttl_seconds_after_finished
     if r.scheduler:
-        policy["schedulingPolicy"] = {"minAvailable": r.min_available, "queue": r.queue,
-                                      "priorityClass": r.priority_class}
+        policy["schedulingPolicy"] = {
+            "minAvailable": r.min_available,
+            "queue": r.queue,
+            "priorityClass": r.priority_class,
+        }
     return policy
 
 
@@ -569,22 +711,42 @@ def rendezvous(r: Resolved) -> list[dict]:
     selector = {JOB_LABEL: r.spec.name, ROLE_LABEL: "rendezvous"}
     small = {"cpu": 1, "memory": "1Gi"}
     pod = {
-        "containers": [{
-            "name": "rendezvous", "image": r.spec.image, "command": ["python", "-c", RDZV_STORE],
-            "env": [{"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)}],
-            "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
-            "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
-            "resources": {"limits": small, "requests": dict(small)},
-        }],
+        "containers": [
+            {
+                "name": "rendezvous",
+                "image": r.spec.image,
+                "command": ["python", "-c", RDZV_STORE],
+                "env": [{"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)}],
+                "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
+                "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
+                "resources": {"limits": small, "requests": dict(small)},
+            }
+        ],
         # Every agent fails when the store goes, so keep it off the GPU nodes and off this job's nodes when it can
         # (a lost GPU node then never takes it along), but let it fall back to a GPU node's spare CPU.
         "tolerations": [k8s.toleration(r.profile.gpu.taint_key)],
         "affinity": {
-            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
-                "matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]}}]},
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
-                "podAffinityTerm": {"labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
-                                    "topologyKey": "kubernetes.io/hostname"}}]},
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]
+                        },
+                    }
+                ]
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            },
         },
         "enableServiceLinks": False,
     }
@@ -593,22 +755,44 @@ def rendezvous(r: Resolved) -> list[dict]:
     meta = k8s.meta(name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels=labels)
     # Evicting it ends the job (every agent loses the store): no voluntary eviction (a drain waits, naming this
     # budget, until the job is gone) and no cluster-autoscaler scale-down of its node.
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": dict(meta),
-           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}}}
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": dict(meta),
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
+    }
     return [
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-         "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
-                  "template": {"metadata": {"labels": labels, "annotations": {
-                      "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}, "spec": pod}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
-         "spec": {"selector": selector, "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {
+                        "labels": labels,
+                        "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                    },
+                    "spec": pod,
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": dict(meta),
+            "spec": {"selector": selector, "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]},
+        },
         pdb,
     ]
 
 
 def _meta(r: Resolved) -> dict:
-    return k8s.meta(r.spec.name, r.profile.cluster, COMPONENT, namespace=r.namespace,
-                    extra_labels={JOB_LABEL: r.spec.name})
+    return k8s.meta(
+        r.spec.name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}
+    )
 
 
 def pytorch_job(r: Resolved) -> dict:
@@ -616,8 +800,9 @@ def pytorch_job(r: Resolved) -> dict:
     group on a fault and admits the operator's replacement for a lost pod. `Never`: no container restarts in
     place, so a failed preflight or an exhausted torchrun fails the job instead of looping."""
     spec = r.spec
-    template = pod_template(r, ["sh", "-c", LAUNCH, "fastpath", *torchrun_command(spec.command)],
-                            preflight_in_main=True)
+    template = pod_template(
+        r, ["sh", "-c", LAUNCH, "fastpath", *torchrun_command(spec.command)], preflight_in_main=True
+    )
     # One start, and one more per fault torchrun may recover from (each recreation of this pod is one).
     template["spec"]["containers"][0]["env"].append({"name": "FASTPATH_MAX_STARTS", "value": str(r.max_restarts + 1)})
     if r.wiring.host_network:
@@ -625,28 +810,38 @@ def pytorch_job(r: Resolved) -> dict:
         # and on the host network that is the node's name, which pods need not resolve. torchrun reads
         # --local-addr from PET_LOCAL_ADDR (torch/distributed/run.py, action=env); the pod IP is the node's.
         template["spec"]["containers"][0]["env"].append(
-            {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+            {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        )
         # The start budget is per pod; on the host network HOSTNAME is the node's name, shared by whichever pod
         # lands there next.
         template["spec"]["containers"][0]["env"].append(
-            {"name": "FASTPATH_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+            {"name": "FASTPATH_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        )
     # torchrun takes up to 30 s to stop its workers on SIGTERM: room for that before the kubelet's SIGKILL.
     template["spec"]["terminationGracePeriodSeconds"] = 90
     body: dict = {
         "nprocPerNode": str(r.gpus),
         "elasticPolicy": {
-            "minReplicas": spec.min_nodes, "maxReplicas": spec.max_nodes, "maxRestarts": r.max_restarts,
-            "rdzvBackend": "c10d", "rdzvHost": rdzv_host(r), "rdzvPort": RDZV_PORT, "rdzvId": spec.name,
+            "minReplicas": spec.min_nodes,
+            "maxReplicas": spec.max_nodes,
+            "maxRestarts": r.max_restarts,
+            "rdzvBackend": "c10d",
+            "rdzvHost": rdzv_host(r),
+            "rdzvPort": RDZV_PORT,
+            "rdzvId": spec.name,
             # is_host=false: no agent hosts the store (its name is not theirs anyway); join_timeout: how long
             # survivors wait for a replacement before giving up; read_timeout: how long an agent waits for the
             # store pod to answer (it may still be pulling its image when the workers start).
-            "rdzvConf": [{"key": "is_host", "value": "false"},
-                         {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)},
-                         {"key": "read_timeout", "value": str(RDZV_READ_TIMEOUT)}],
+            "rdzvConf": [
+                {"key": "is_host", "value": "false"},
+                {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)},
+                {"key": "read_timeout", "value": str(RDZV_READ_TIMEOUT)},
+            ],
         },
         "runPolicy": run_policy(r),
-        "pytorchReplicaSpecs": {"Worker": {"replicas": spec.max_nodes, "restartPolicy": "ExitCode",
-                                           "template": template}},
+        "pytorchReplicaSpecs": {
+            "Worker": {"replicas": spec.max_nodes, "restartPolicy": "ExitCode", "template": template}
+        },
     }
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": _meta(r), "spec": body}
 
@@ -655,8 +850,22 @@ def mpirun_command(r: Resolved) -> list[str]:
     """mpirun over every GPU of the job, forwarding (-x) every variable the pods get, with Open MPI's own TCP
     traffic on the pod's primary interface (it would otherwise try rail subnets that do not route)."""
     iface = r.profile.fabric.pod_interface
-    cmd = ["mpirun", "--allow-run-as-root", "-np", str(r.replicas * r.gpus), "-bind-to", "none", "-map-by", "slot",
-           "-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
+    cmd = [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        str(r.replicas * r.gpus),
+        "-bind-to",
+        "none",
+        "-map-by",
+        "slot",
+        "-mca",
+        "btl_tcp_if_include",
+        iface,
+        "-mca",
+        "oob_tcp_if_include",
+        iface,
+    ]
     if r.api == "v2":
         # The trainer's hostfile, by name: Open MPI 5 does not read the ORTE variable the MPI plugin sets.
         cmd[1:1] = ["--hostfile", trainer_v2_runtime.MPI_HOSTFILE]
@@ -717,8 +926,10 @@ done
 # OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile (kubeflow/trainer@v1.9.4 pkg/controller.v1/mpi). Open MPI 5
 # reads its runtime's (PRRTE) names, and 5.0.0 does not translate the old ones: with these as well, mpirun finds
 # kubexec and the hostfile whatever the image's major version.
-LAUNCHER_PRTE_ENV = [{"name": "PRTE_MCA_plm_ssh_agent", "value": "/etc/mpi/kubexec.sh"},
-                     {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"}]
+LAUNCHER_PRTE_ENV = [
+    {"name": "PRTE_MCA_plm_ssh_agent", "value": "/etc/mpi/kubexec.sh"},
+    {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"},
+]
 
 
 def mpi_job(r: Resolved) -> dict:
@@ -750,7 +961,9 @@ def mpi_job(r: Resolved) -> dict:
     if notes := primary_interface_annotation(r):
         launcher["metadata"]["annotations"] = notes
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": _meta(r),
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": _meta(r),
         "spec": {
             "slotsPerWorker": r.gpus,
             "runPolicy": run_policy(r),
@@ -770,8 +983,12 @@ def tf_job(r: Resolved) -> dict:
     replicas: dict = {"Chief": {"replicas": 1, "restartPolicy": "Never", "template": template}}
     if r.replicas > 1:
         replicas["Worker"] = {"replicas": r.replicas - 1, "restartPolicy": "Never", "template": template}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": _meta(r),
-            "spec": {"runPolicy": run_policy(r), "tfReplicaSpecs": replicas}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": _meta(r),
+        "spec": {"runPolicy": run_policy(r), "tfReplicaSpecs": replicas},
+    }
 
 
 def files_data(spec: JobSpec, root: Path | None = None) -> dict[str, str]:
@@ -790,10 +1007,19 @@ def files_configmap(r: Resolved) -> dict | None:
     """The job's `files`, read from the Pulumi project, as the ConfigMap its pods mount at /workspace/files."""
     if not r.spec.files:
         return None
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": k8s.meta(files_configmap_name(r.spec), r.profile.cluster, COMPONENT,
-                                 namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}),
-            "immutable": True, "data": files_data(r.spec)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": k8s.meta(
+            files_configmap_name(r.spec),
+            r.profile.cluster,
+            COMPONENT,
+            namespace=r.namespace,
+            extra_labels={JOB_LABEL: r.spec.name},
+        ),
+        "immutable": True,
+        "data": files_data(r.spec),
+    }
 
 
 # ------------------------------------------------------------------------------------------- Trainer v2
@@ -821,22 +1047,37 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
     wiring = fabric.pod_wiring(profile.fabric, None, gpus, profile.gpu.per_node)
     sched, cp, pf = profile.scheduler, profile.checkpoints, profile.preflight
     return NodeShape(
-        wiring=wiring, image=image, gpus=gpus, memory_gib=memory, shm_gib=shm, cpus=cpus,
-        gpu_product=profile.gpu.product, gpu_taint_key=profile.gpu.taint_key, scheduler=sched.name,
-        queue=sched.default_queue if sched.name else None, priority_class=tier if sched.name else None,
+        wiring=wiring,
+        image=image,
+        gpus=gpus,
+        memory_gib=memory,
+        shm_gib=shm,
+        cpus=cpus,
+        gpu_product=profile.gpu.product,
+        gpu_taint_key=profile.gpu.taint_key,
+        scheduler=sched.name,
+        queue=sched.default_queue if sched.name else None,
+        priority_class=tier if sched.name else None,
         topology_key=profile.nodes.topology_key,
-        checkpoint_claim=cp.claim if cp else None, checkpoint_mount=cp.mount_root if cp else "/checkpoints",
-        preflight_config_map=pf.config_map if pf else None, preflight_key=pf.key if pf else "preflight.sh",
+        checkpoint_claim=cp.claim if cp else None,
+        checkpoint_mount=cp.mount_root if cp else "/checkpoints",
+        preflight_config_map=pf.config_map if pf else None,
+        preflight_key=pf.key if pf else "preflight.sh",
         preflight_env=pod_preflight_env(profile, wiring, gpus, shm),
-        max_restarts=trainer.max_restarts, ttl_seconds_after_finished=trainer.ttl_seconds_after_finished,
-        pod_annotations=_primary_interface(profile))
+        max_restarts=trainer.max_restarts,
+        ttl_seconds_after_finished=trainer.ttl_seconds_after_finished,
+        pod_annotations=_primary_interface(profile),
+    )
 
 
 def runtime(profile: Profile, framework: str, tier: str | None) -> dict:
     """The ClusterTrainingRuntime `runtime_name(framework, tier)` of this cluster."""
     return trainer_v2_runtime.cluster_training_runtime(
-        runtime_name(framework, tier), framework, node_shape(profile, framework, tier),
-        labels=k8s.labels(profile.cluster, RUNTIME_COMPONENT))
+        runtime_name(framework, tier),
+        framework,
+        node_shape(profile, framework, tier),
+        labels=k8s.labels(profile.cluster, RUNTIME_COMPONENT),
+    )
 
 
 def runtime_of(r: Resolved) -> str:
@@ -847,10 +1088,11 @@ def _trainer_env(r: Resolved) -> list[dict]:
     """What the TrainJob adds to the runtime's env: the job's own variables and deliberate overrides (NCCL_DEBUG
     with debugNccl included), merged by name into the `node` container; secrets by reference."""
     base = fabric.pod_wiring(r.profile.fabric, None, r.gpus, r.profile.gpu.per_node).env
-    env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items()
-                       if base.get(k) != v and k != "CHECKPOINT_DIR"]
-    env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
-            for k, s in r.spec.secret_env.items()]
+    env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items() if base.get(k) != v and k != "CHECKPOINT_DIR"]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for k, s in r.spec.secret_env.items()
+    ]
     return env
 
 
@@ -887,14 +1129,23 @@ def train_job(r: Resolved) -> dict:
     queue = r.queue if r.queue != r.profile.scheduler.default_queue else None
     command = torchrun_command(spec.command) if spec.framework == "pytorch" else mpirun_command(r)
     job = trainer_v2_runtime.train_job(
-        spec.name, runtime_of(r), image=spec.image, command=command, num_nodes=spec.nodes,
-        namespace=r.namespace, num_proc_per_node=r.gpus if spec.framework == "pytorch" else None,
-        resources_per_node=resources, queue=queue, labels=_meta(r)["labels"])
+        spec.name,
+        runtime_of(r),
+        image=spec.image,
+        command=command,
+        num_nodes=spec.nodes,
+        namespace=r.namespace,
+        num_proc_per_node=r.gpus if spec.framework == "pytorch" else None,
+        resources_per_node=resources,
+        queue=queue,
+        labels=_meta(r)["labels"],
+    )
     if env := _trainer_env(r):
         job["spec"]["trainer"]["env"] = env
     if patch := _volume_patch(r):
-        patches = job["spec"].setdefault("runtimePatches", [{"manager": trainer_v2_runtime.PATCH_MANAGER,
-                                                             "trainingRuntimeSpec": {"template": {}}}])
+        patches = job["spec"].setdefault(
+            "runtimePatches", [{"manager": trainer_v2_runtime.PATCH_MANAGER, "trainingRuntimeSpec": {"template": {}}}]
+        )
         patches[0]["trainingRuntimeSpec"]["template"]["spec"] = patch
     return job
 
@@ -920,8 +1171,11 @@ def _v2_contract(r: Resolved) -> dict:
             env[e["name"]] = e["value"]
         else:
             ref = e["valueFrom"]
-            env[e["name"]] = (f"(secret {ref['secretKeyRef']['name']}/{ref['secretKeyRef']['key']})"
-                              if "secretKeyRef" in ref else f"(field {ref['fieldRef']['fieldPath']})")
+            env[e["name"]] = (
+                f"(secret {ref['secretKeyRef']['name']}/{ref['secretKeyRef']['key']})"
+                if "secretKeyRef" in ref
+                else f"(field {ref['fieldRef']['fieldPath']})"
+            )
     fab = r.profile.fabric
     return {
         "job": r.spec.name,
@@ -960,19 +1214,26 @@ def _gpu_count(limits: dict) -> int:
 # NotReady node tainted node.kubernetes.io/out-of-service (pkg/controller/podgc/gc_controller.go gcTerminating), or
 # any pod of a deleted Node (gcOrphaned). Shorter unreachable/not-ready tolerations would only start the eviction
 # sooner, not end it, so the runtimes keep the defaults.
-LOST_NODE = ("a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
-             "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted, then the gang "
-             "restarts")
+LOST_NODE = (
+    "a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
+    "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted, then the gang "
+    "restarts"
+)
 
 
 def v2_fault_summary(r: Resolved) -> str:
     t = r.profile.trainer
     assert t is not None
-    kept = (f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s" if t.ttl_seconds_after_finished
-            is not None else "the JobSet kept until the TrainJob is deleted")
-    return (f"a crashed or OOM-killed pod restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up "
-            f"to {t.max_restarts} times; a preemption, eviction or drain restarts it without spending that budget; "
-            f"{LOST_NODE}; a failed preflight fails the run; when it ends its active pods are deleted, {kept}")
+    kept = (
+        f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s"
+        if t.ttl_seconds_after_finished is not None
+        else "the JobSet kept until the TrainJob is deleted"
+    )
+    return (
+        f"a crashed or OOM-killed pod restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up "
+        f"to {t.max_restarts} times; a preemption, eviction or drain restarts it without spending that budget; "
+        f"{LOST_NODE}; a failed preflight fails the run; when it ends its active pods are deleted, {kept}"
+    )
 
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
@@ -990,8 +1251,11 @@ def contract(r: Resolved) -> dict:
     if r.api == "v2":
         return _v2_contract(r)
     fab = r.profile.fabric
-    size = (f"{r.spec.nodes}" if r.spec.elastic is None
-            else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)")
+    size = (
+        f"{r.spec.nodes}"
+        if r.spec.elastic is None
+        else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)"
+    )
     return {
         "job": r.spec.name,
         "namespace": r.namespace,
@@ -1019,12 +1283,16 @@ def fault_summary(r: Resolved) -> str:
     if r.api == "v2":
         return v2_fault_summary(r)
     if r.spec.framework == "pytorch":
-        return (f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
-                f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
-                f"fails; cleanPodPolicy {CLEAN_POD_POLICY}")
+        return (
+            f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
+            f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
+            f"fails; cleanPodPolicy {CLEAN_POD_POLICY}"
+        )
     if r.spec.framework == "mpi":
-        return (f"the launcher relaunches mpirun up to {r.max_restarts} times while every worker is there; a lost "
-                f"worker fails the job; cleanPodPolicy {CLEAN_POD_POLICY}")
+        return (
+            f"the launcher relaunches mpirun up to {r.max_restarts} times while every worker is there; a lost "
+            f"worker fails the job; cleanPodPolicy {CLEAN_POD_POLICY}"
+        )
     return f"a fault fails the job (restartPolicy Never); cleanPodPolicy {CLEAN_POD_POLICY}"
 
 
@@ -1062,15 +1330,25 @@ class TrainingJob(pulumi.ComponentResource):
             depends_on = k8s.plus(depends_on, cm)
         # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
         # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it).
-        self.job = k8s.apply(self.manifest, pulumi.ResourceOptions(parent=self, depends_on=depends_on,
-                                                                   replace_on_changes=["spec"],
-                                                                   delete_before_replace=True))
+        self.job = k8s.apply(
+            self.manifest,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+            ),
+        )
         self.rendezvous = []
         if args.spec.framework == "pytorch" and resolved.api == "v1":
             # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.
-            owner = self.job.metadata.apply(lambda m: [{
-                "apiVersion": self.manifest["apiVersion"], "kind": self.manifest["kind"],
-                "name": self.manifest["metadata"]["name"], "uid": (m or {}).get("uid")}])
+            owner = self.job.metadata.apply(
+                lambda m: [
+                    {
+                        "apiVersion": self.manifest["apiVersion"],
+                        "kind": self.manifest["kind"],
+                        "name": self.manifest["metadata"]["name"],
+                        "uid": (m or {}).get("uid"),
+                    }
+                ]
+            )
             for m in rendezvous(resolved):
                 m["metadata"]["ownerReferences"] = owner
                 self.rendezvous.append(k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))

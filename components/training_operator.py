@@ -60,16 +60,21 @@ def overlay_url(ref: str) -> str:
 def manager_flags(platform: PlatformConfig) -> list[str]:
     """The flags fastpath adds to the manager container, in order."""
     flags = [GANG_FLAG] if platform.components.volcano else []
-    return [*flags,
-            f"--pytorch-init-container-image={versions.PYTORCH_INIT_CONTAINER_IMAGE}",
-            f"--pytorch-init-container-template-file={INIT_TEMPLATE_DIR}/{INIT_TEMPLATE_KEY}",
-            f"--mpi-kubectl-delivery-image={versions.MPI_KUBECTL_DELIVERY_IMAGE}"]
+    return [
+        *flags,
+        f"--pytorch-init-container-image={versions.PYTORCH_INIT_CONTAINER_IMAGE}",
+        f"--pytorch-init-container-template-file={INIT_TEMPLATE_DIR}/{INIT_TEMPLATE_KEY}",
+        f"--mpi-kubectl-delivery-image={versions.MPI_KUBECTL_DELIVERY_IMAGE}",
+    ]
 
 
 def init_template_configmap(platform: PlatformConfig) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": k8s.meta(INIT_TEMPLATE_CONFIGMAP, platform.cluster, COMPONENT, namespace=NAMESPACE),
-            "data": {INIT_TEMPLATE_KEY: INIT_CONTAINER_TEMPLATE}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": k8s.meta(INIT_TEMPLATE_CONFIGMAP, platform.cluster, COMPONENT, namespace=NAMESPACE),
+        "data": {INIT_TEMPLATE_KEY: INIT_CONTAINER_TEMPLATE},
+    }
 
 
 def configure_deployment(obj: dict, flags: list[str]) -> None:
@@ -88,11 +93,9 @@ def configure_deployment(obj: dict, flags: list[str]) -> None:
         kept = [a for a in c.get("args") or [] if a.split("=", 1)[0] not in names]
         c["args"] = [*kept, *flags]
         mounts = [m for m in c.get("volumeMounts") or [] if m.get("name") != INIT_TEMPLATE_VOLUME]
-        c["volumeMounts"] = [*mounts, {"name": INIT_TEMPLATE_VOLUME, "mountPath": INIT_TEMPLATE_DIR,
-                                       "readOnly": True}]
+        c["volumeMounts"] = [*mounts, {"name": INIT_TEMPLATE_VOLUME, "mountPath": INIT_TEMPLATE_DIR, "readOnly": True}]
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") != INIT_TEMPLATE_VOLUME]
-    spec["volumes"] = [*volumes, {"name": INIT_TEMPLATE_VOLUME,
-                                  "configMap": {"name": INIT_TEMPLATE_CONFIGMAP}}]
+    spec["volumes"] = [*volumes, {"name": INIT_TEMPLATE_VOLUME, "configMap": {"name": INIT_TEMPLATE_CONFIGMAP}}]
     digest = hashlib.sha256(INIT_CONTAINER_TEMPLATE.encode()).hexdigest()
     pod.setdefault("metadata", {}).setdefault("annotations", {})[TEMPLATE_HASH_ANNOTATION] = digest
 
@@ -133,11 +136,18 @@ class TrainingOperator(pulumi.ComponentResource):
 
         p = args.platform
         self.namespace = k8s.apply(
-            k8s.namespace(NAMESPACE, p.cluster, COMPONENT, "baseline",
-                          "the operator runs unprivileged; it only creates job pods in the training namespaces"),
-            pulumi.ResourceOptions(parent=self))
-        self.init_template = k8s.apply(init_template_configmap(p),
-                                       pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+            k8s.namespace(
+                NAMESPACE,
+                p.cluster,
+                COMPONENT,
+                "baseline",
+                "the operator runs unprivileged; it only creates job pods in the training namespaces",
+            ),
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.init_template = k8s.apply(
+            init_template_configmap(p), pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        )
         deps = [self.namespace, self.init_template, *args.after]
         flags = manager_flags(p)
 

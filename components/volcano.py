@@ -45,14 +45,22 @@ def scheduler_conf() -> dict:
         "configurations": [{"name": a, "arguments": {"allowWholeBundle": True}} for a in GANG_ACTIONS],
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
-            {"plugins": [
-                {"name": "drf", "enablePreemptable": False},
-                {"name": "predicates"},
-                {"name": "proportion"},
-                {"name": "nodeorder"},
-                {"name": "binpack", "arguments": {"binpack.weight": 10, "binpack.resources": "nvidia.com/gpu",
-                                                  "binpack.resources.nvidia.com/gpu": 10}},
-            ]},
+            {
+                "plugins": [
+                    {"name": "drf", "enablePreemptable": False},
+                    {"name": "predicates"},
+                    {"name": "proportion"},
+                    {"name": "nodeorder"},
+                    {
+                        "name": "binpack",
+                        "arguments": {
+                            "binpack.weight": 10,
+                            "binpack.resources": "nvidia.com/gpu",
+                            "binpack.resources.nvidia.com/gpu": 10,
+                        },
+                    },
+                ]
+            },
         ],
     }
 
@@ -63,27 +71,36 @@ def values(platform: PlatformConfig) -> dict:
     return {"custom": {"scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False)}}
 
 
-def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool,
-          gpus: int | None) -> dict[str, Any]:
+def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool, gpus: int | None) -> dict[str, Any]:
     """A Volcano Queue; `gpus` caps what it holds at once (capability: a ceiling, it reserves nothing)."""
     spec: dict[str, Any] = {"weight": weight, "reclaimable": reclaimable}
     if gpus is not None:
         spec["capability"] = {"nvidia.com/gpu": gpus}
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": k8s.meta(name, cluster, component), "spec": spec}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": k8s.meta(name, cluster, component),
+        "spec": spec,
+    }
 
 
 def queues(platform: PlatformConfig) -> list[dict[str, Any]]:
-    return [queue(q.name, platform.cluster, COMPONENT, q.weight, q.reclaimable, q.gpus)
-            for q in platform.scheduler.queues]
+    return [
+        queue(q.name, platform.cluster, COMPONENT, q.weight, q.reclaimable, q.gpus) for q in platform.scheduler.queues
+    ]
 
 
 def priority_classes(platform: PlatformConfig) -> list[dict]:
     out = []
     for name, value, description in PRIORITY_CLASSES:
-        pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-              "metadata": k8s.meta(name, platform.cluster, COMPONENT), "value": value, "globalDefault": False,
-              "description": description}
+        pc = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": k8s.meta(name, platform.cluster, COMPONENT),
+            "value": value,
+            "globalDefault": False,
+            "description": description,
+        }
         if name == "training-preemptible":
             pc["preemptionPolicy"] = "Never"
         out.append(pc)
@@ -109,8 +126,18 @@ class Volcano(pulumi.ComponentResource):
         super().__init__("fastpath:platform:Volcano", name, None, opts)
         p = args.platform
         self.namespace, self.release = k8s.operator_install(
-            self, p.cluster, COMPONENT, NAMESPACE, "baseline", "scheduler, controllers and webhook run unprivileged",
-            "volcano", versions.VOLCANO_CHART, versions.VOLCANO_REPO, p.versions.volcano, values(p))
+            self,
+            p.cluster,
+            COMPONENT,
+            NAMESPACE,
+            "baseline",
+            "scheduler, controllers and webhook run unprivileged",
+            "volcano",
+            versions.VOLCANO_CHART,
+            versions.VOLCANO_REPO,
+            p.versions.volcano,
+            values(p),
+        )
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.release])
         self.queues = [k8s.apply(m, after) for m in queues(p)]
         self.priority_classes = [k8s.apply(m, pulumi.ResourceOptions(parent=self)) for m in priority_classes(p)]

@@ -106,12 +106,22 @@ def _as_sdk_remediation(fix: Callable[[ResourceValidationArgs], dict | None] | N
 
 
 def config_schema(rule: Rule) -> PolicyConfigSchema:
-    props: dict = {name: {"type": JSON_TYPES[type(default)], "default": default, "description": desc}
-                   for name, (default, desc) in rule.params.items()}
-    props["exemptNamespaces"] = {"type": "array", "items": {"type": "string"}, "default": [],
-                                 "description": "Namespaces this rule does not apply to."}
-    props["exemptLabels"] = {"type": "object", "additionalProperties": {"type": "string"}, "default": {},
-                             "description": "Objects with any of these labels (key: value) are exempt."}
+    props: dict = {
+        name: {"type": JSON_TYPES[type(default)], "default": default, "description": desc}
+        for name, (default, desc) in rule.params.items()
+    }
+    props["exemptNamespaces"] = {
+        "type": "array",
+        "items": {"type": "string"},
+        "default": [],
+        "description": "Namespaces this rule does not apply to.",
+    }
+    props["exemptLabels"] = {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "default": {},
+        "description": "Objects with any of these labels (key: value) are exempt.",
+    }
     return PolicyConfigSchema(properties=props)
 
 
@@ -119,24 +129,48 @@ def policies() -> list[Policy]:
     out: list[Policy] = []
     for rule in RULES:
         if rule.stack:
-            out.append(StackValidationPolicy(
-                name=rule.id, description=f"{rule.title}. {rule.description}",
-                validate=stack_validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
-                config_schema=config_schema(rule), remediation_steps=rule.remediation))
+            out.append(
+                StackValidationPolicy(
+                    name=rule.id,
+                    description=f"{rule.title}. {rule.description}",
+                    validate=stack_validator(rule, rule.level),
+                    enforcement_level=LEVELS[rule.level],
+                    config_schema=config_schema(rule),
+                    remediation_steps=rule.remediation,
+                )
+            )
             if rule.mixed:
-                out.append(StackValidationPolicy(
-                    name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",
-                    validate=stack_validator(rule, ADVISORY), enforcement_level=EnforcementLevel.ADVISORY,
-                    config_schema=config_schema(rule), remediation_steps=rule.remediation))
+                out.append(
+                    StackValidationPolicy(
+                        name=f"{rule.id}-advisory",
+                        description=f"{rule.title} (advisory findings). {rule.description}",
+                        validate=stack_validator(rule, ADVISORY),
+                        enforcement_level=EnforcementLevel.ADVISORY,
+                        config_schema=config_schema(rule),
+                        remediation_steps=rule.remediation,
+                    )
+                )
             continue
-        out.append(ResourceValidationPolicy(
-            name=rule.id, description=f"{rule.title}. {rule.description}",
-            validate=validator(rule, rule.level), enforcement_level=LEVELS[rule.level],
-            config_schema=config_schema(rule), remediate=_as_sdk_remediation(remediation(rule)),
-            remediation_steps=rule.remediation))
+        out.append(
+            ResourceValidationPolicy(
+                name=rule.id,
+                description=f"{rule.title}. {rule.description}",
+                validate=validator(rule, rule.level),
+                enforcement_level=LEVELS[rule.level],
+                config_schema=config_schema(rule),
+                remediate=_as_sdk_remediation(remediation(rule)),
+                remediation_steps=rule.remediation,
+            )
+        )
         if rule.mixed:
-            out.append(ResourceValidationPolicy(
-                name=f"{rule.id}-advisory", description=f"{rule.title} (advisory findings). {rule.description}",
-                validate=validator(rule, ADVISORY), enforcement_level=EnforcementLevel.ADVISORY,
-                config_schema=config_schema(rule), remediation_steps=rule.remediation))
+            out.append(
+                ResourceValidationPolicy(
+                    name=f"{rule.id}-advisory",
+                    description=f"{rule.title} (advisory findings). {rule.description}",
+                    validate=validator(rule, ADVISORY),
+                    enforcement_level=EnforcementLevel.ADVISORY,
+                    config_schema=config_schema(rule),
+                    remediation_steps=rule.remediation,
+                )
+            )
     return out

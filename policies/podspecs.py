@@ -37,20 +37,64 @@ class Extracted:
 
 # Kubeflow jobs: kind -> the spec key holding {replica type: ReplicaSpec} (kubeflow/trainer@v1.9.4
 # pkg/apis/kubeflow.org/v1/*_types.go).
-REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs", "TFJob": "tfReplicaSpecs",
-                 "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
+REPLICA_SPECS = {
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+    "TFJob": "tfReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
+}
 # Kinds that never hold a pod template: not searched.
-NO_PODS = {"Namespace", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PersistentVolume",
-           "StorageClass", "PriorityClass", "ServiceAccount", "Role", "ClusterRole", "RoleBinding",
-           "ClusterRoleBinding", "CustomResourceDefinition", "NetworkAttachmentDefinition", "Queue", "PodGroup",
-           "LimitRange", "ResourceQuota", "NetworkPolicy", "Ingress", "Endpoints", "EndpointSlice",
-           "PodDisruptionBudget", "HorizontalPodAutoscaler", "ValidatingWebhookConfiguration",
-           "MutatingWebhookConfiguration", "APIService", "Lease", "Event", "ResourceFlavor", "ClusterQueue",
-           "LocalQueue", "Workload",
-           # NVIDIA Network Operator, NV-IPAM and SR-IOV operator objects (the platform renders thousands on a big
-           # fabric): network settings whose CRDs hold no pod template.
-           "NicClusterPolicy", "MacvlanNetwork", "HostDeviceNetwork", "IPoIBNetwork", "IPPool", "CIDRPool",
-           "SriovNetwork", "SriovIBNetwork", "SriovNetworkNodePolicy", "SriovNetworkPoolConfig", "SriovOperatorConfig"}
+NO_PODS = {
+    "Namespace",
+    "Service",
+    "ConfigMap",
+    "Secret",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
+    "ServiceAccount",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "NetworkAttachmentDefinition",
+    "Queue",
+    "PodGroup",
+    "LimitRange",
+    "ResourceQuota",
+    "NetworkPolicy",
+    "Ingress",
+    "Endpoints",
+    "EndpointSlice",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "APIService",
+    "Lease",
+    "Event",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
+    "Workload",
+    # NVIDIA Network Operator, NV-IPAM and SR-IOV operator objects (the platform renders thousands on a big
+    # fabric): network settings whose CRDs hold no pod template.
+    "NicClusterPolicy",
+    "MacvlanNetwork",
+    "HostDeviceNetwork",
+    "IPoIBNetwork",
+    "IPPool",
+    "CIDRPool",
+    "SriovNetwork",
+    "SriovIBNetwork",
+    "SriovNetworkNodePolicy",
+    "SriovNetworkPoolConfig",
+    "SriovOperatorConfig",
+}
 
 
 def _what(value: Any) -> str:
@@ -102,8 +146,10 @@ class _Reader:
         try:
             return int(value) if isinstance(value, int | float) else int(str(value).strip())
         except (TypeError, ValueError, OverflowError):
-            self.note(f"{path} is {_what(value)}, not a number (a template variable?): counted as {default}; "
-                      "lint the rendered manifest")
+            self.note(
+                f"{path} is {_what(value)}, not a number (a template variable?): counted as {default}; "
+                "lint the rendered manifest"
+            )
             return default
 
     def strings(self, value: Any, path: str) -> dict:
@@ -121,8 +167,10 @@ class _Reader:
         for i, e in enumerate(self.mappings(c.get("env"), f"{path}.env")):
             name = e.get("name")
             if not isinstance(name, str) or not name:
-                self.note(f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
-                          "not judged (the API server refuses it)")
+                self.note(
+                    f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
+                    "not judged (the API server refuses it)"
+                )
                 continue
             env.append(e)
         out["env"] = env
@@ -138,8 +186,10 @@ class _Reader:
             mounts.append({**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")})
         out["volumeMounts"] = mounts
         res = self.mapping(c.get("resources"), f"{path}.resources")
-        out["resources"] = {**res, **{k: self.strings(res.get(k), f"{path}.resources.{k}")
-                                      for k in ("requests", "limits")}}
+        out["resources"] = {
+            **res,
+            **{k: self.strings(res.get(k), f"{path}.resources.{k}") for k in ("requests", "limits")},
+        }
         sc = dict(self.mapping(c.get("securityContext"), f"{path}.securityContext"))
         caps = dict(self.mapping(sc.get("capabilities"), f"{path}.securityContext.capabilities"))
         caps["add"] = [str(a) for a in self.sequence(caps.get("add"), f"{path}.securityContext.capabilities.add")]
@@ -150,10 +200,13 @@ class _Reader:
     def pod_spec(self, spec: dict, path: str) -> dict:
         out = dict(spec)
         for key in ("containers", "initContainers"):
-            out[key] = [self.container(c, f"{path}.{key}[{i}]")
-                        for i, c in enumerate(self.mappings(spec.get(key), f"{path}.{key}"))]
-        out["volumes"] = [{**v, "name": str(v.get("name") or "")}
-                          for v in self.mappings(spec.get("volumes"), f"{path}.volumes")]
+            out[key] = [
+                self.container(c, f"{path}.{key}[{i}]")
+                for i, c in enumerate(self.mappings(spec.get(key), f"{path}.{key}"))
+            ]
+        out["volumes"] = [
+            {**v, "name": str(v.get("name") or "")} for v in self.mappings(spec.get("volumes"), f"{path}.volumes")
+        ]
         out["tolerations"] = self.mappings(spec.get("tolerations"), f"{path}.tolerations")
         out["nodeSelector"] = self.strings(spec.get("nodeSelector"), f"{path}.nodeSelector")
         affinity = dict(self.mapping(spec.get("affinity"), f"{path}.affinity"))
@@ -184,8 +237,7 @@ def _replica_specs(r: _Reader, spec: dict, key: str) -> list[PodTemplate]:
         if rs is None:
             r.note(f"{path} is null: no pods judged for it")
         rs = r.mapping(rs, path)
-        out += r.template(rs.get("template"), role, r.count(rs.get("replicas"), f"{path}.replicas"),
-                          f"{path}.template")
+        out += r.template(rs.get("template"), role, r.count(rs.get("replicas"), f"{path}.replicas"), f"{path}.template")
     return out
 
 
@@ -199,8 +251,9 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
         # Trainer v2 runtimes: the `node` job runs mlPolicy.numNodes pods.
         if num_nodes is not None and rj.get("name") == "node":
             replicas = num_nodes
-        out += r.template(job_spec.get("template"), rj.get("name", str(i)), replicas,
-                          f"{base}[{i}].template.spec.template")
+        out += r.template(
+            job_spec.get("template"), rj.get("name", str(i)), replicas, f"{base}[{i}].template.spec.template"
+        )
     return out
 
 
@@ -222,12 +275,21 @@ def _train_job(r: _Reader, spec: dict) -> list[PodTemplate]:
     trainer = r.mapping(spec.get("trainer"), "spec.trainer")
     if not trainer:
         return []
-    container = {"name": "node", "image": trainer.get("image"), "command": trainer.get("command"),
-                 "args": trainer.get("args"), "env": trainer.get("env"),
-                 "resources": trainer.get("resourcesPerNode") or {}}
+    container = {
+        "name": "node",
+        "image": trainer.get("image"),
+        "command": trainer.get("command"),
+        "args": trainer.get("args"),
+        "env": trainer.get("env"),
+        "resources": trainer.get("resourcesPerNode") or {},
+    }
     container = {k: v for k, v in container.items() if v is not None}
-    return r.template({"metadata": {}, "spec": {"containers": [container]}}, "node",
-                      r.count(trainer.get("numNodes"), "spec.trainer.numNodes"), "spec.trainer")
+    return r.template(
+        {"metadata": {}, "spec": {"containers": [container]}},
+        "node",
+        r.count(trainer.get("numNodes"), "spec.trainer.numNodes"),
+        "spec.trainer",
+    )
 
 
 def _ray_cluster(r: _Reader, spec: dict, base: str) -> list[PodTemplate]:
@@ -247,11 +309,14 @@ def _leader_worker_set(r: _Reader, spec: dict) -> list[PodTemplate]:
     groups = r.count(spec.get("replicas"), "spec.replicas")
     size = r.count(lwt.get("size"), "spec.leaderWorkerTemplate.size")
     if lwt.get("leaderTemplate") is None:
-        return r.template(lwt.get("workerTemplate"), "worker", groups * size,
-                          "spec.leaderWorkerTemplate.workerTemplate")
-    return (r.template(lwt.get("leaderTemplate"), "leader", groups, "spec.leaderWorkerTemplate.leaderTemplate")
-            + r.template(lwt.get("workerTemplate"), "worker", groups * max(size - 1, 0),
-                         "spec.leaderWorkerTemplate.workerTemplate"))
+        return r.template(
+            lwt.get("workerTemplate"), "worker", groups * size, "spec.leaderWorkerTemplate.workerTemplate"
+        )
+    return r.template(
+        lwt.get("leaderTemplate"), "leader", groups, "spec.leaderWorkerTemplate.leaderTemplate"
+    ) + r.template(
+        lwt.get("workerTemplate"), "worker", groups * max(size - 1, 0), "spec.leaderWorkerTemplate.workerTemplate"
+    )
 
 
 def walk(value: Any, path: str, visit: Callable[[dict, str], bool], limit: int, depth: int = 0) -> None:
@@ -281,8 +346,15 @@ def _search(r: _Reader, value: Any, path: str) -> list[PodTemplate]:
     def pod_spec(value: dict, path: str) -> bool:
         cs = value.get("containers")
         if isinstance(cs, list) and cs and all(isinstance(c, dict) for c in cs):
-            found.extend(r.template({"metadata": value.get("metadata") if path.endswith("template") else {},
-                                     "spec": value}, path or "spec", 1, path, generic=True))
+            found.extend(
+                r.template(
+                    {"metadata": value.get("metadata") if path.endswith("template") else {}, "spec": value},
+                    path or "spec",
+                    1,
+                    path,
+                    generic=True,
+                )
+            )
             return True
         inner = value.get("spec")
         if isinstance(inner, dict) and isinstance(inner.get("containers"), list):
@@ -308,18 +380,24 @@ def extract(obj: dict) -> Extracted:
         tpls = r.template({"metadata": obj.get("metadata") or {}, "spec": spec}, "pod", 1, "spec")
         tpls = [PodTemplate(t.role, t.replicas, t.template, "spec") for t in tpls]
     elif kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        tpls = r.template(spec.get("template"), "pod", r.count(spec.get("replicas"), "spec.replicas"),
-                          "spec.template")
+        tpls = r.template(spec.get("template"), "pod", r.count(spec.get("replicas"), "spec.replicas"), "spec.template")
     elif kind == "DaemonSet":
         tpls = r.template(spec.get("template"), "daemon", 1, "spec.template")
     elif kind == "Job" and is_volcano_job(obj):  # batch.volcano.sh Job: same kind name as batch/v1 Job
-        tpls = [t for i, task in enumerate(r.mappings(spec.get("tasks"), "spec.tasks"))
-                for t in r.template(task.get("template"), task.get("name", str(i)),
-                                    r.count(task.get("replicas"), f"spec.tasks[{i}].replicas"),
-                                    f"spec.tasks[{i}].template")]
+        tpls = [
+            t
+            for i, task in enumerate(r.mappings(spec.get("tasks"), "spec.tasks"))
+            for t in r.template(
+                task.get("template"),
+                task.get("name", str(i)),
+                r.count(task.get("replicas"), f"spec.tasks[{i}].replicas"),
+                f"spec.tasks[{i}].template",
+            )
+        ]
     elif kind == "Job":
-        tpls = r.template(spec.get("template"), "pod", r.count(spec.get("parallelism"), "spec.parallelism"),
-                          "spec.template")
+        tpls = r.template(
+            spec.get("template"), "pod", r.count(spec.get("parallelism"), "spec.parallelism"), "spec.template"
+        )
     elif kind == "CronJob":
         job = r.mapping(r.mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
         parallelism = r.count(job.get("parallelism"), "spec.jobTemplate.spec.parallelism")
@@ -331,18 +409,24 @@ def extract(obj: dict) -> Extracted:
     elif kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
         num_nodes = r.mapping(spec.get("mlPolicy"), "spec.mlPolicy").get("numNodes")
         inner = r.mapping(r.mapping(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
-        tpls = _jobset_jobs(r, inner.get("replicatedJobs"), RUNTIME_JOBS,
-                            r.count(num_nodes, "spec.mlPolicy.numNodes") if num_nodes is not None else None)
+        tpls = _jobset_jobs(
+            r,
+            inner.get("replicatedJobs"),
+            RUNTIME_JOBS,
+            r.count(num_nodes, "spec.mlPolicy.numNodes") if num_nodes is not None else None,
+        )
     elif kind == "JobSet":
         tpls = _jobset_jobs(r, spec.get("replicatedJobs"), "spec.replicatedJobs")
     elif kind == "RayCluster":
         tpls = _ray_cluster(r, spec, "spec")
     elif kind == "RayJob":
-        tpls = (_ray_cluster(r, r.mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec"), "spec.rayClusterSpec")
-                + r.template(spec.get("submitterPodTemplate"), "submitter", 1, "spec.submitterPodTemplate"))
+        tpls = _ray_cluster(
+            r, r.mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec"), "spec.rayClusterSpec"
+        ) + r.template(spec.get("submitterPodTemplate"), "submitter", 1, "spec.submitterPodTemplate")
     elif kind == "RayService":
-        tpls = _ray_cluster(r, r.mapping(spec.get("rayClusterConfig"), "spec.rayClusterConfig"),
-                            "spec.rayClusterConfig")
+        tpls = _ray_cluster(
+            r, r.mapping(spec.get("rayClusterConfig"), "spec.rayClusterConfig"), "spec.rayClusterConfig"
+        )
     elif kind == "LeaderWorkerSet":
         tpls = _leader_worker_set(r, spec)
     elif kind in NO_PODS:

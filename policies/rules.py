@@ -42,30 +42,65 @@ LEVELS = (ADVISORY, MANDATORY, REMEDIATE, DISABLED)  # CrossGuard's (pulumi apit
 GPU = "nvidia.com/gpu"
 # Device-plugin resources that are GPUs (or accelerators run like them): NVIDIA whole GPUs, time-sliced shares
 # and MIG slices, AMD (ROCm k8s-device-plugin), Intel (intel-device-plugins-for-kubernetes), Habana Gaudi.
-GPU_RESOURCE = re.compile(r"^(nvidia\.com/(gpu(\.shared)?|mig-[\w.-]+)|amd\.com/gpu|gpu\.intel\.com/(i915|xe)"
-                          r"|habana\.ai/gaudi)$")
+GPU_RESOURCE = re.compile(
+    r"^(nvidia\.com/(gpu(\.shared)?|mig-[\w.-]+)|amd\.com/gpu|gpu\.intel\.com/(i915|xe)"
+    r"|habana\.ai/gaudi)$"
+)
 # Values a template engine or shell fills in later: `$N`, `${N}`, `{{ .Values.gpus }}`, `<GPUS>`.
 PLACEHOLDER = re.compile(r"\$\{?\w+\}?|\{\{.*?\}\}|<\w+>|%\(\w+\)s")
 # Image tags that move: whatever is pushed next runs. A word of the tag (split on - . _) names a branch or a
 # channel, and no other word carries a version number or a commit (`nightly-2024-06-01`, `main-3f2a9c1` are
 # pinned enough); `latest` moves whatever surrounds it.
-MOVING_TAG_WORDS = {"latest", "nightly", "main", "master", "dev", "develop", "edge", "head", "canary", "unstable",
-                    "rolling", "stable", "current", "trunk"}
+MOVING_TAG_WORDS = {
+    "latest",
+    "nightly",
+    "main",
+    "master",
+    "dev",
+    "develop",
+    "edge",
+    "head",
+    "canary",
+    "unstable",
+    "rolling",
+    "stable",
+    "current",
+    "trunk",
+}
 RDMA_RESOURCE = re.compile(r"^(rdma/.+|vpc\.amazonaws\.com/efa|[^/]+/(sriov|hostdev|rdma|mlnx|ib)[^/]*)$")
 EFA = "vpc.amazonaws.com/efa"
-TOKEN_VALUE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|gh[ousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{16,}"
-                         r"|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abpr]-[\w-]{10,}|eyJ[\w-]{20,}\.[\w-]+\.[\w-]+)$")
+TOKEN_VALUE = re.compile(
+    r"^(hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|gh[ousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{16,}"
+    r"|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abpr]-[\w-]{10,}|eyJ[\w-]{20,}\.[\w-]+\.[\w-]+)$"
+)
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
 CHECKPOINT_PATH = re.compile(r"checkpoint|ckpt", re.I)
 # Workloads that run a training gang (a batch/v1 Job with parallelism counts; Deployments do not).
-TRAINING = {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "TrainingRuntime",
-            "ClusterTrainingRuntime", "JobSet", "Job"}
+TRAINING = {
+    "PyTorchJob",
+    "MPIJob",
+    "TFJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JAXJob",
+    "TrainJob",
+    "TrainingRuntime",
+    "ClusterTrainingRuntime",
+    "JobSet",
+    "Job",
+}
 # containerd and Docker give every container a 64 MiB /dev/shm unless the pod mounts its own.
 SHM_RUNTIME_DEFAULT_GIB = 64 / 1024
 # Training Operator v1: each kind's default replica restartPolicy (kubeflow/trainer@v1.9.4
 # pkg/apis/kubeflow.org/v1/*_types.go `<Kind>DefaultRestartPolicy`, applied by the *_defaults.go files).
-KUBEFLOW_V1_RESTART = {"PyTorchJob": "OnFailure", "PaddleJob": "OnFailure", "TFJob": "Never", "MPIJob": "Never",
-                       "XGBoostJob": "Never", "JAXJob": "Never"}
+KUBEFLOW_V1_RESTART = {
+    "PyTorchJob": "OnFailure",
+    "PaddleJob": "OnFailure",
+    "TFJob": "Never",
+    "MPIJob": "Never",
+    "XGBoostJob": "Never",
+    "JAXJob": "Never",
+}
 # Replica policies the operator hands to the pod unchanged (pkg/core/pod.go SetRestartPolicy): the kubelet restarts
 # containers in place. ExitCode becomes pod restartPolicy Never and the operator recreates the pod instead.
 IN_PLACE = ("OnFailure", "Always")
@@ -132,8 +167,14 @@ class Violation:
     message: str
 
     def as_dict(self) -> dict:
-        return {"rule": self.rule, "level": self.level, "kind": self.kind, "namespace": self.namespace,
-                "name": self.name, "message": self.message}
+        return {
+            "rule": self.rule,
+            "level": self.level,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "message": self.message,
+        }
 
 
 @dataclass
@@ -185,18 +226,44 @@ Check = Callable[["Context"], Iterator["Finding"]]
 RULES: list[Rule] = []  # the catalogue, in the order `@rule` meets the checks (the README's order)
 
 
-def rule(id: str, title: str, *, level: str, description: str, remediation: str, params: dict | None = None,
-         mixed: bool = False, kinds: Iterable[str] | None = None, pods: bool = True,
-         remediate: Callable[[dict], dict | None] | None = None, trainer_alone: bool = False,
-         stack: bool = False) -> Callable[[Check], Check]:
+def rule(
+    id: str,
+    title: str,
+    *,
+    level: str,
+    description: str,
+    remediation: str,
+    params: dict | None = None,
+    mixed: bool = False,
+    kinds: Iterable[str] | None = None,
+    pods: bool = True,
+    remediate: Callable[[dict], dict | None] | None = None,
+    trainer_alone: bool = False,
+    stack: bool = False,
+) -> Callable[[Check], Check]:
     """Register the decorated check in RULES with its metadata, which the pack, the linter and the generated
     README all read from there."""
 
     def register(check: Check) -> Check:
         if any(known.id == id for known in RULES):
             raise ValueError(f"rule id {id!r} is registered twice")
-        RULES.append(Rule(id, title, description, level, check, remediation, dict(params or {}), mixed,
-                          frozenset(kinds) if kinds is not None else None, pods, remediate, trainer_alone, stack))
+        RULES.append(
+            Rule(
+                id,
+                title,
+                description,
+                level,
+                check,
+                remediation,
+                dict(params or {}),
+                mixed,
+                frozenset(kinds) if kinds is not None else None,
+                pods,
+                remediate,
+                trainer_alone,
+                stack,
+            )
+        )
         return check
 
     return register
@@ -284,20 +351,36 @@ def parse_mem_gib(q: Any) -> float | None:
     m = re.match(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGTPE]i?|)$", str(q).strip())
     if not m:
         return None
-    scale = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "K": 1e3, "M": 1e6,
-             "G": 1e9, "T": 1e12, "P": 1e15}.get(m.group(2))
+    scale = {
+        "": 1,
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+        "Ti": 2**40,
+        "Pi": 2**50,
+        "K": 1e3,
+        "M": 1e6,
+        "G": 1e9,
+        "T": 1e12,
+        "P": 1e15,
+    }.get(m.group(2))
     return float(m.group(1)) * scale / 2**30 if scale else None
 
 
 def mounts_infiniband(t: PodTemplate) -> bool:
     """The pod mounts the host's /dev/infiniband (hostNetwork RDMA without a device plugin)."""
-    return any(str(_d(v.get("hostPath")).get("path") or "").rstrip("/") == "/dev/infiniband"
-               for v in t.template["spec"].get("volumes") or [])
+    return any(
+        str(_d(v.get("hostPath")).get("path") or "").rstrip("/") == "/dev/infiniband"
+        for v in t.template["spec"].get("volumes") or []
+    )
 
 
 def is_rdma_pod(t: PodTemplate) -> bool:
-    return (bool(pod_annotations(t).get(NETWORKS_ANNOTATION)) or any(rdma_resources(c) for c in containers(t))
-            or mounts_infiniband(t))
+    return (
+        bool(pod_annotations(t).get(NETWORKS_ANNOTATION))
+        or any(rdma_resources(c) for c in containers(t))
+        or mounts_infiniband(t)
+    )
 
 
 def where(t: PodTemplate, c: dict) -> str:
@@ -308,8 +391,11 @@ def where(t: PodTemplate, c: dict) -> str:
 # and backslash escapes; the four characters of shlex's whitespace separate words. What starts no word (an unclosed
 # quote, a trailing backslash) is `bad`. Possessive quantifiers: what a run matched is never given back, so an
 # unclosed quote ends the word at once instead of making the engine retry other splits of it.
-SHELL_WORD = re.compile(r"""(?P<word>(?:[^ \t\r\n'"\\]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++)"""
-                        r"""|(?P<bad>[^ \t\r\n])""", re.S)
+SHELL_WORD = re.compile(
+    r"""(?P<word>(?:[^ \t\r\n'"\\]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++)"""
+    r"""|(?P<bad>[^ \t\r\n])""",
+    re.S,
+)
 SHELL_PART = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.S)
 DOUBLE_QUOTED_ESCAPE = re.compile(r"\\(.)", re.S)
 SPACE = re.compile(r"\s")
@@ -330,8 +416,7 @@ def shell_words(text: str) -> list[str]:
     found = SHELL_WORD.findall(text)
     if any(bad for _, bad in found):
         raise ValueError(f"unclosed quotation or trailing backslash in {text[:40]!r}")
-    return [SHELL_PART.sub(_unquote, word) if "'" in word or '"' in word or "\\" in word else word
-            for word, _ in found]
+    return [SHELL_PART.sub(_unquote, word) if "'" in word or '"' in word or "\\" in word else word for word, _ in found]
 
 
 def argv(c: dict) -> list[str]:
@@ -351,8 +436,9 @@ def argv(c: dict) -> list[str]:
 
 def rank_env_of(c: dict) -> dict[str, str | None]:
     """Every env name a container sets: its literal value, or None for valueFrom."""
-    return {e["name"]: (None if "valueFrom" in e else str(e.get("value", ""))) for e in c.get("env") or []
-            if e.get("name")}
+    return {
+        e["name"]: (None if "valueFrom" in e else str(e.get("value", ""))) for e in c.get("env") or [] if e.get("name")
+    }
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -360,8 +446,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # MPICH's and Intel MPI's Hydra propagate the launcher's environment by default (-genvall).
 WHOLE_ENV_LAUNCHERS = ("horovodrun",)
 WHOLE_ENV_MPI = ("Intel", "MPICH")
-EXPORT_FLAGS = frozenset({"-x", "--x", "-genv", "--genv", "-env", "--env", "-genvlist", "--genvlist", "-envlist",
-                          "--envlist"})
+EXPORT_FLAGS = frozenset(
+    {"-x", "--x", "-genv", "--genv", "-env", "--env", "-genvlist", "--genvlist", "-envlist", "--envlist"}
+)
 
 
 def _script_env(words: list[str]) -> dict[str, str]:
@@ -393,8 +480,10 @@ def launcher_exports(ctx: Context) -> dict[str, str | None]:
             words = argv(c)
             own = {**rank_env_of(c), **_script_env(words)}
             joined = "\0".join(words)  # one substring search before looking at a thousand words one by one
-            if whole or (any(name in joined for name in WHOLE_ENV_LAUNCHERS)
-                         and any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words)):
+            if whole or (
+                any(name in joined for name in WHOLE_ENV_LAUNCHERS)
+                and any(posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words)
+            ):
                 out.update(rank_env_of(c))
             # Scripts run to a thousand words: visit only the flags, found by a comprehension.
             for i in [i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS]:
@@ -458,8 +547,10 @@ def kubeflow_replicas(ctx: Context) -> list[Replica]:
         return []
     specs = _d(_d(obj.get("spec")).get(REPLICA_SPECS[obj["kind"]]))
     default = KUBEFLOW_V1_RESTART[obj["kind"]]
-    return [Replica(t.role, t.replicas, str(_d(specs.get(t.role)).get("restartPolicy") or default), t)
-            for t in ctx.templates]
+    return [
+        Replica(t.role, t.replicas, str(_d(specs.get(t.role)).get("restartPolicy") or default), t)
+        for t in ctx.templates
+    ]
 
 
 # ------------------------------------------------------------------------------------------- rules
@@ -479,11 +570,15 @@ def _shm_volume(t: PodTemplate, c: dict) -> dict | None:
     return None
 
 
-@rule("shm-mounted", "GPU pods mount a memory-backed /dev/shm above 64 MiB", level=MANDATORY,
-      description="Every container that requests GPUs mounts an emptyDir with medium Memory at /dev/shm whose "
-                  "sizeLimit, if set, is above the container runtime's 64 MiB default (the host's own /dev/shm by "
-                  "hostPath also counts).",
-      remediation="mount an emptyDir {medium: Memory, sizeLimit: 1Gi per GPU or more} at /dev/shm")
+@rule(
+    "shm-mounted",
+    "GPU pods mount a memory-backed /dev/shm above 64 MiB",
+    level=MANDATORY,
+    description="Every container that requests GPUs mounts an emptyDir with medium Memory at /dev/shm whose "
+    "sizeLimit, if set, is above the container runtime's 64 MiB default (the host's own /dev/shm by "
+    "hostPath also counts).",
+    remediation="mount an emptyDir {medium: Memory, sizeLimit: 1Gi per GPU or more} at /dev/shm",
+)
 def shm_mounted(ctx: Context) -> Iterator[Finding]:
     """A GPU container gets more than the runtime's 64 MiB /dev/shm (containerd's CRI sandbox default,
     `defaultShmSize` in containerd/containerd pkg/cri/server/helpers_linux.go; Docker's is the same): without its
@@ -493,22 +588,30 @@ def shm_mounted(ctx: Context) -> Iterator[Finding]:
     for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
         if v is None or v["emptyDir"].get("medium") != "Memory":
-            yield Finding(f"{where(t, c)} has no memory-backed /dev/shm (the container default is 64 MiB; NCCL and "
-                          "dataloaders fail or crawl): mount an emptyDir {medium: Memory, sizeLimit: ...} at /dev/shm")
+            yield Finding(
+                f"{where(t, c)} has no memory-backed /dev/shm (the container default is 64 MiB; NCCL and "
+                "dataloaders fail or crawl): mount an emptyDir {medium: Memory, sizeLimit: ...} at /dev/shm"
+            )
             continue
         size = parse_mem_gib(v["emptyDir"].get("sizeLimit"))
         if size is not None and size <= SHM_RUNTIME_DEFAULT_GIB:
-            yield Finding(f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} is no more than the "
-                          "container runtime's 64 MiB default, so mounting it gains nothing: NCCL's shared-memory "
-                          "transport and DataLoader workers run out of it (bus errors, NCCL init failures); raise "
-                          "the sizeLimit to GiBs (1Gi per GPU or more)")
+            yield Finding(
+                f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} is no more than the "
+                "container runtime's 64 MiB default, so mounting it gains nothing: NCCL's shared-memory "
+                "transport and DataLoader workers run out of it (bus errors, NCCL init failures); raise "
+                "the sizeLimit to GiBs (1Gi per GPU or more)"
+            )
 
 
-@rule("shm-size", "/dev/shm is sized for the GPUs", level=ADVISORY,
-      description="The /dev/shm emptyDir has a sizeLimit of at least minGiBPerGpu per GPU of the container (64Mi or "
-                  "less is shm-mounted's).",
-      remediation="raise the /dev/shm sizeLimit to minGiBPerGpu per GPU of the container",
-      params={"minGiBPerGpu": (1, 'Smallest /dev/shm per GPU, in GiB.')})
+@rule(
+    "shm-size",
+    "/dev/shm is sized for the GPUs",
+    level=ADVISORY,
+    description="The /dev/shm emptyDir has a sizeLimit of at least minGiBPerGpu per GPU of the container (64Mi or "
+    "less is shm-mounted's).",
+    remediation="raise the /dev/shm sizeLimit to minGiBPerGpu per GPU of the container",
+    params={"minGiBPerGpu": (1, "Smallest /dev/shm per GPU, in GiB.")},
+)
 def shm_size(ctx: Context) -> Iterator[Finding]:
     per_gpu = float(ctx.config.get("minGiBPerGpu", 1))
     for t, c in ctx.gpu_containers:
@@ -520,18 +623,25 @@ def shm_size(ctx: Context) -> Iterator[Finding]:
         if size is not None and size <= SHM_RUNTIME_DEFAULT_GIB:
             continue  # no better than no mount at all: shm-mounted (mandatory) reports it
         if size is None:
-            yield Finding(f"{where(t, c)}: /dev/shm has no sizeLimit: set one (at least {need:g}Gi for "
-                          f"{gpus(c)} GPUs) so it is sized on purpose and counted in the memory limit")
+            yield Finding(
+                f"{where(t, c)}: /dev/shm has no sizeLimit: set one (at least {need:g}Gi for "
+                f"{gpus(c)} GPUs) so it is sized on purpose and counted in the memory limit"
+            )
         elif size < need:
-            yield Finding(f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} is under {need:g}Gi "
-                          f"({per_gpu:g}Gi per GPU x {gpus(c)}): raise it")
+            yield Finding(
+                f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} is under {need:g}Gi "
+                f"({per_gpu:g}Gi per GPU x {gpus(c)}): raise it"
+            )
 
 
-@rule("shm-fits-memory", "/dev/shm fits in the memory limit", level=MANDATORY,
-      description="The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to "
-                  "it).",
-      remediation="set a memory limit above the /dev/shm sizeLimit (tmpfs pages count against it)",
-      mixed=True)
+@rule(
+    "shm-fits-memory",
+    "/dev/shm fits in the memory limit",
+    level=MANDATORY,
+    description="The /dev/shm sizeLimit is smaller than the container's memory limit (tmpfs pages are charged to it).",
+    remediation="set a memory limit above the /dev/shm sizeLimit (tmpfs pages count against it)",
+    mixed=True,
+)
 def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
     for t, c in ctx.gpu_containers:
         v = _shm_volume(t, c)
@@ -542,19 +652,28 @@ def shm_fits_memory(ctx: Context) -> Iterator[Finding]:
             continue
         limit = parse_mem_gib(((c.get("resources") or {}).get("limits") or {}).get("memory"))
         if limit is None:
-            yield Finding(f"{where(t, c)} has /dev/shm but no memory limit: tmpfs pages are charged to the pod; "
-                          "set a memory limit that includes the shm size", level=ADVISORY)
+            yield Finding(
+                f"{where(t, c)} has /dev/shm but no memory limit: tmpfs pages are charged to the pod; "
+                "set a memory limit that includes the shm size",
+                level=ADVISORY,
+            )
         elif size >= limit:
-            yield Finding(f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} does not fit in the "
-                          f"memory limit {c['resources']['limits']['memory']} (tmpfs counts against it: OOM kill): "
-                          "lower the shm size or raise the limit")
+            yield Finding(
+                f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} does not fit in the "
+                f"memory limit {c['resources']['limits']['memory']} (tmpfs counts against it: OOM kill): "
+                "lower the shm size or raise the limit"
+            )
 
 
-@rule("nccl-ib-enabled", "RDMA pods keep NCCL's IB transport on", level=MANDATORY,
-      description="Pods that request RDMA resources or secondary networks, or mount the host's /dev/infiniband, do "
-                  "not set NCCL_IB_DISABLE to anything but 0, nor NCCL_NET=Socket (in their env or exported by an "
-                  "MPI launcher).",
-      remediation="leave NCCL_IB_DISABLE unset (or 0) and set NCCL_NET to IB or the net plugin's name")
+@rule(
+    "nccl-ib-enabled",
+    "RDMA pods keep NCCL's IB transport on",
+    level=MANDATORY,
+    description="Pods that request RDMA resources or secondary networks, or mount the host's /dev/infiniband, do "
+    "not set NCCL_IB_DISABLE to anything but 0, nor NCCL_NET=Socket (in their env or exported by an "
+    "MPI launcher).",
+    remediation="leave NCCL_IB_DISABLE unset (or 0) and set NCCL_NET to IB or the net plugin's name",
+)
 def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
     """RDMA pods do not switch NCCL to TCP: NCCL_IB_DISABLE=1, or NCCL_NET=Socket (the built-in TCP network by
     name, NVIDIA/nccl@v2.30.7-1:docs/userguide/source/env.rst NCCL_NET), in the pod's env or exported by an MPI
@@ -566,20 +685,28 @@ def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
             e = rank_env(ctx, t, c)
             disable = e.get("NCCL_IB_DISABLE") or "0"
             if disable.strip() not in ("0", ""):
-                yield Finding(f"{where(t, c)} requests RDMA (resources or secondary networks) but sets "
-                              f"NCCL_IB_DISABLE={disable}: NCCL will use TCP sockets; set it to 0")
+                yield Finding(
+                    f"{where(t, c)} requests RDMA (resources or secondary networks) but sets "
+                    f"NCCL_IB_DISABLE={disable}: NCCL will use TCP sockets; set it to 0"
+                )
             net = e.get("NCCL_NET")
             if net is not None and net.strip().lower() == "socket":
-                yield Finding(f"{where(t, c)} requests RDMA (resources or secondary networks) but sets "
-                              f"NCCL_NET={net}: NCCL is forced onto TCP sockets and the RDMA devices sit idle; "
-                              "set NCCL_NET=IB (or the name of the net plugin in use)")
+                yield Finding(
+                    f"{where(t, c)} requests RDMA (resources or secondary networks) but sets "
+                    f"NCCL_NET={net}: NCCL is forced onto TCP sockets and the RDMA devices sit idle; "
+                    "set NCCL_NET=IB (or the name of the net plugin in use)"
+                )
 
 
-@rule("nccl-net-set", "RDMA pods name their NCCL network", level=MANDATORY,
-      description="GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
-                  "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. "
-                  "For MPIJob workers, `mpirun -x NCCL_NET` from the launcher counts.",
-      remediation="set NCCL_NET=IB (or the net plugin's name: IBext, Libfabric); MPIJob: mpirun -x NCCL_NET")
+@rule(
+    "nccl-net-set",
+    "RDMA pods name their NCCL network",
+    level=MANDATORY,
+    description="GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
+    "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. "
+    "For MPIJob workers, `mpirun -x NCCL_NET` from the launcher counts.",
+    remediation="set NCCL_NET=IB (or the net plugin's name: IBext, Libfabric); MPIJob: mpirun -x NCCL_NET",
+)
 def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     """RDMA pods name their NCCL network. Without NCCL_NET, NCCL (since 2.10) tries the net plugins, then its
     built-in IB, then Socket, and takes the first that initialises: an RDMA device that is missing, a plugin
@@ -600,17 +727,27 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
                 name = "Libfabric (AWS Libfabric with older aws-ofi-nccl plugins)"
             else:
                 name = "IB (or the net plugin's own name, such as IBext for the HPC-X SHARP plugin)"
-            how = (" on the worker, or export it from the launcher (mpirun -x NCCL_NET)"
-                   if ctx.obj.get("kind") == "MPIJob" else "")
-            yield Finding(f"{where(t, c)} requests RDMA but does not set NCCL_NET: when the RDMA transport fails "
-                          "to initialise (device not visible, plugin not loaded, wrong HCA) NCCL silently falls "
-                          "back to TCP sockets and the job runs at a fraction of its bandwidth; set "
-                          f"NCCL_NET={name}{how} so such a failure stops the job at init")
+            how = (
+                " on the worker, or export it from the launcher (mpirun -x NCCL_NET)"
+                if ctx.obj.get("kind") == "MPIJob"
+                else ""
+            )
+            yield Finding(
+                f"{where(t, c)} requests RDMA but does not set NCCL_NET: when the RDMA transport fails "
+                "to initialise (device not visible, plugin not loaded, wrong HCA) NCCL silently falls "
+                "back to TCP sockets and the job runs at a fraction of its bandwidth; set "
+                f"NCCL_NET={name}{how} so such a failure stops the job at init"
+            )
 
 
-@rule("nccl-int-values", "Integer NCCL variables hold integers", level=MANDATORY,
-      description="NCCL parses integer variables with strtoll: `true` or text silently becomes 0.",
-      remediation="give the variable an integer (1 or 0, not true or false)", trainer_alone=True)
+@rule(
+    "nccl-int-values",
+    "Integer NCCL variables hold integers",
+    level=MANDATORY,
+    description="NCCL parses integer variables with strtoll: `true` or text silently becomes 0.",
+    remediation="give the variable an integer (1 or 0, not true or false)",
+    trainer_alone=True,
+)
 def nccl_int_values(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -619,12 +756,16 @@ def nccl_int_values(ctx: Context) -> Iterator[Finding]:
                     yield Finding(f"{where(t, c)}: {p}")
 
 
-@rule("nccl-ib-hca", "RDMA pods pin their HCAs exactly", level=MANDATORY,
-      description="Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. "
-                  "For MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the "
-                  "launcher's whole env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom "
-                  "counts as set. The other NCCL rules read the same environment.",
-      remediation="set NCCL_IB_HCA to the compute HCAs, with `=` for exact names")
+@rule(
+    "nccl-ib-hca",
+    "RDMA pods pin their HCAs exactly",
+    level=MANDATORY,
+    description="Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. "
+    "For MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the "
+    "launcher's whole env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom "
+    "counts as set. The other NCCL rules read the same environment.",
+    remediation="set NCCL_IB_HCA to the compute HCAs, with `=` for exact names",
+)
 def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -636,19 +777,29 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
                 continue  # valueFrom: set, by a value the manifest does not show
             value = e.get("NCCL_IB_HCA")
             if not value:
-                how = (" (on the worker, or exported by the launcher: mpirun -x NCCL_IB_HCA=...)"
-                       if ctx.obj.get("kind") == "MPIJob" else "")
-                yield Finding(f"{where(t, c)} requests {', '.join(rdma)} but does not set NCCL_IB_HCA{how}: NCCL may "
-                              "pick storage or management HCAs; list the compute HCAs (with `=` for exact names)")
+                how = (
+                    " (on the worker, or exported by the launcher: mpirun -x NCCL_IB_HCA=...)"
+                    if ctx.obj.get("kind") == "MPIJob"
+                    else ""
+                )
+                yield Finding(
+                    f"{where(t, c)} requests {', '.join(rdma)} but does not set NCCL_IB_HCA{how}: NCCL may "
+                    "pick storage or management HCAs; list the compute HCAs (with `=` for exact names)"
+                )
             elif nccl.needs_exact(value):
-                yield Finding(f"{where(t, c)}: NCCL_IB_HCA={value} lists a name that prefixes another (mlx5_1 also "
-                              f"matches mlx5_10): write ={value.lstrip('^=')} (or ^={value.lstrip('^=')})")
+                yield Finding(
+                    f"{where(t, c)}: NCCL_IB_HCA={value} lists a name that prefixes another (mlx5_1 also "
+                    f"matches mlx5_10): write ={value.lstrip('^=')} (or ^={value.lstrip('^=')})"
+                )
 
 
-@rule("nccl-socket-ifname", "NCCL_SOCKET_IFNAME selects an interface the pod has", level=MANDATORY,
-      description="Evaluated with NCCL's prefix, `^` and `=` semantics against eth0 and the Multus interfaces "
-                  "(net1..).",
-      remediation="name an interface the pod has: eth0, or its Multus interface (net1..)")
+@rule(
+    "nccl-socket-ifname",
+    "NCCL_SOCKET_IFNAME selects an interface the pod has",
+    level=MANDATORY,
+    description="Evaluated with NCCL's prefix, `^` and `=` semantics against eth0 and the Multus interfaces (net1..).",
+    remediation="name an interface the pod has: eth0, or its Multus interface (net1..)",
+)
 def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         if ctx.obj.get("kind") == "MPIJob" and t.role == "Launcher":
@@ -664,13 +815,17 @@ def nccl_socket_ifname(ctx: Context) -> Iterator[Finding]:
                 yield Finding(f"{where(t, c)}: {p}")
 
 
-@rule("hostnetwork-dns", "Host-network training pods resolve cluster names", level=MANDATORY,
-      description="A pod on the host network (`hostNetwork: true`) in a workload that requests GPUs sets dnsPolicy "
-                  "ClusterFirstWithHostNet: unset or ClusterFirst, the kubelet gives it the node's resolv.conf, so "
-                  "Service and pod names (a rendezvous Service, a PyTorchJob's master, an MPI launcher's worker "
-                  "hostnames) do not resolve and the job hangs at rendezvous. Every host-network pod of such a "
-                  "workload counts, a launcher without GPUs too; workloads without GPUs (node agents) are not judged.",
-      remediation="set dnsPolicy: ClusterFirstWithHostNet")
+@rule(
+    "hostnetwork-dns",
+    "Host-network training pods resolve cluster names",
+    level=MANDATORY,
+    description="A pod on the host network (`hostNetwork: true`) in a workload that requests GPUs sets dnsPolicy "
+    "ClusterFirstWithHostNet: unset or ClusterFirst, the kubelet gives it the node's resolv.conf, so "
+    "Service and pod names (a rendezvous Service, a PyTorchJob's master, an MPI launcher's worker "
+    "hostnames) do not resolve and the job hangs at rendezvous. Every host-network pod of such a "
+    "workload counts, a launcher without GPUs too; workloads without GPUs (node agents) are not judged.",
+    remediation="set dnsPolicy: ClusterFirstWithHostNet",
+)
 def hostnetwork_dns(ctx: Context) -> Iterator[Finding]:
     """A host-network pod under ClusterFirst does not get cluster DNS: the kubelet's getPodDNSType answers
     ClusterFirst with podDNSCluster only for a pod off the host network and falls through to DNSDefault (the
@@ -690,17 +845,24 @@ def hostnetwork_dns(ctx: Context) -> Iterator[Finding]:
             continue
         shown = "ClusterFirst" if policy == "ClusterFirst" else "unset (so ClusterFirst)"
         who = "the pod" if t.role == "pod" else f"{t.role} pod"
-        yield Finding(f"{who} runs on the host network with dnsPolicy {shown}: the kubelet then gives it "
-                      "the node's resolv.conf instead of the cluster DNS, so Service and pod names (the rendezvous "
-                      "or master Service, the MPI launcher's worker hostnames) do not resolve and the job hangs at "
-                      "rendezvous; set dnsPolicy: ClusterFirstWithHostNet")
+        yield Finding(
+            f"{who} runs on the host network with dnsPolicy {shown}: the kubelet then gives it "
+            "the node's resolv.conf instead of the cluster DNS, so Service and pod names (the rendezvous "
+            "or master Service, the MPI launcher's worker hostnames) do not resolve and the job hangs at "
+            "rendezvous; set dnsPolicy: ClusterFirstWithHostNet"
+        )
 
 
-@rule("nccl-known-vars", "Every NCCL_* variable is one NCCL reads", level=MANDATORY,
-      description="Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the "
-                  "nearest known name) are advisory. Source: NCCL v2.30.7's own list.",
-      remediation="drop removed variables, rename deprecated ones, correct misspelt ones",
-      mixed=True, trainer_alone=True)
+@rule(
+    "nccl-known-vars",
+    "Every NCCL_* variable is one NCCL reads",
+    level=MANDATORY,
+    description="Removed variables are errors; deprecated ones (with the replacement) and unknown ones (with the "
+    "nearest known name) are advisory. Source: NCCL v2.30.7's own list.",
+    remediation="drop removed variables, rename deprecated ones, correct misspelt ones",
+    mixed=True,
+    trainer_alone=True,
+)
 def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -716,17 +878,23 @@ def nccl_known_vars(ctx: Context) -> Iterator[Finding]:
                     yield Finding(f"{where(t, c)}: {v.hint}", level=ADVISORY)
 
 
-@rule("nccl-debug-trace", "NCCL_DEBUG is not TRACE outside debugging", level=ADVISORY,
-      description="TRACE is for debugging sessions; exempt those with a label.",
-      remediation="use NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS, or exempt debugging workloads by label",
-      trainer_alone=True)
+@rule(
+    "nccl-debug-trace",
+    "NCCL_DEBUG is not TRACE outside debugging",
+    level=ADVISORY,
+    description="TRACE is for debugging sessions; exempt those with a label.",
+    remediation="use NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS, or exempt debugging workloads by label",
+    trainer_alone=True,
+)
 def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
             if rank_literals(ctx, t, c).get("NCCL_DEBUG", "").strip().upper() == "TRACE":
-                yield Finding(f"{where(t, c)}: NCCL_DEBUG=TRACE floods logs and slows collectives (and prints "
-                              "nothing more unless NCCL was built with TRACE=1): use INFO with NCCL_DEBUG_SUBSYS, "
-                              "or label the workload as debugging")
+                yield Finding(
+                    f"{where(t, c)}: NCCL_DEBUG=TRACE floods logs and slows collectives (and prints "
+                    "nothing more unless NCCL was built with TRACE=1): use INFO with NCCL_DEBUG_SUBSYS, "
+                    "or label the workload as debugging"
+                )
 
 
 def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = None) -> str | None:
@@ -757,11 +925,15 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
     return "podgroup" if group and volcano else None
 
 
-@rule("gang-scheduling", "Multi-pod training jobs are gang-scheduled", level=MANDATORY,
-      description="Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or "
-                  "a podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.",
-      remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label)",
-      kinds=TRAINING)
+@rule(
+    "gang-scheduling",
+    "Multi-pod training jobs are gang-scheduled",
+    level=MANDATORY,
+    description="Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or "
+    "a podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.",
+    remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label)",
+    kinds=TRAINING,
+)
 def gang_scheduling(ctx: Context) -> Iterator[Finding]:
     obj, tpls = ctx.obj, ctx.templates
     if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
@@ -769,9 +941,11 @@ def gang_scheduling(ctx: Context) -> Iterator[Finding]:
     if not any(has_gpus(c) for t in tpls for c in containers(t)):
         return
     if _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None) is None:
-        yield Finding(f"{total_replicas(tpls)} pods without gang scheduling: a partial allocation holds GPUs and "
-                      "deadlocks. Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, "
-                      "schedulerName volcano) or Kueue (label kueue.x-k8s.io/queue-name)")
+        yield Finding(
+            f"{total_replicas(tpls)} pods without gang scheduling: a partial allocation holds GPUs and "
+            "deadlocks. Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, "
+            "schedulerName volcano) or Kueue (label kueue.x-k8s.io/queue-name)"
+        )
 
 
 def _idle_mpi_worker(r: Replica) -> bool:
@@ -785,13 +959,18 @@ def _idle_mpi_worker(r: Replica) -> bool:
     return not words or posixpath.basename(words[0]) in ("sleep", "sshd")
 
 
-@rule("clean-pod-policy", "Kubeflow jobs free their pods when they end", level=MANDATORY,
-      description="Training Operator v1 jobs (kubeflow.org/v1 PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, "
-                  "JAXJob) set runPolicy.cleanPodPolicy to Running or All: the default None deletes no pod when the "
-                  "job succeeds or fails, so MPI workers (`sleep 365d`) and the survivors of a failed job keep their "
-                  "GPUs.",
-      remediation="set runPolicy.cleanPodPolicy: Running (or All)",
-      kinds=KUBEFLOW_V1, pods=False)
+@rule(
+    "clean-pod-policy",
+    "Kubeflow jobs free their pods when they end",
+    level=MANDATORY,
+    description="Training Operator v1 jobs (kubeflow.org/v1 PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, "
+    "JAXJob) set runPolicy.cleanPodPolicy to Running or All: the default None deletes no pod when the "
+    "job succeeds or fails, so MPI workers (`sleep 365d`) and the survivors of a failed job keep their "
+    "GPUs.",
+    remediation="set runPolicy.cleanPodPolicy: Running (or All)",
+    kinds=KUBEFLOW_V1,
+    pods=False,
+)
 def clean_pod_policy(ctx: Context) -> Iterator[Finding]:
     """A Training Operator v1 job says which pods to delete when it ends. Every kind defaults
     runPolicy.cleanPodPolicy to None (kubeflow/trainer@v1.9.4:pkg/apis/kubeflow.org/v1/mpi_defaults.go,
@@ -810,18 +989,25 @@ def clean_pod_policy(ctx: Context) -> Iterator[Finding]:
     if policy not in (None, "None"):
         return
     held = sum(gpus(c) * t.replicas for t in ctx.templates for c in containers(t))
-    cause = ("runPolicy.cleanPodPolicy is unset, so the operator defaults it to None" if policy is None
-             else "runPolicy.cleanPodPolicy is None")
+    cause = (
+        "runPolicy.cleanPodPolicy is unset, so the operator defaults it to None"
+        if policy is None
+        else "runPolicy.cleanPodPolicy is None"
+    )
     reps = kubeflow_replicas(ctx)
     if obj["kind"] == "MPIJob" and any(r.role == "Worker" and _idle_mpi_worker(r) for r in reps):
         still = "the workers, which only run `sleep 365d` for mpirun, never exit"
     else:
-        still = ("pods still running when it ends (the peers of a failed rank, pods cut off by backoffLimit or "
-                 "activeDeadlineSeconds) keep running")
-    yield Finding(f"{cause}: when the job ends the operator deletes none of its pods and {still}, holding "
-                  f"{f'{held} GPUs' if held else 'their nodes'} until the job is deleted or its TTL expires; set "
-                  "runPolicy.cleanPodPolicy: Running (deletes the pods still running or pending, keeps finished "
-                  "ones for their logs) or All")
+        still = (
+            "pods still running when it ends (the peers of a failed rank, pods cut off by backoffLimit or "
+            "activeDeadlineSeconds) keep running"
+        )
+    yield Finding(
+        f"{cause}: when the job ends the operator deletes none of its pods and {still}, holding "
+        f"{f'{held} GPUs' if held else 'their nodes'} until the job is deleted or its TTL expires; set "
+        "runPolicy.cleanPodPolicy: Running (deletes the pods still running or pending, keeps finished "
+        "ones for their logs) or All"
+    )
 
 
 def _external_rendezvous(obj: dict) -> bool:
@@ -839,13 +1025,17 @@ def _external_rendezvous(obj: dict) -> bool:
     return restarts >= 1 and bool(host) and not job_pod
 
 
-@rule("restart-budget", "backoffLimit outlasts one fault", level=MANDATORY,
-      description="A set runPolicy.backoffLimit is above the container restarts one lost node or crashed rank causes: "
-                  "every pod of the OnFailure/Always replicas (PyTorchJob, TFJob, ...; one for an elastic PyTorchJob "
-                  "with maxRestarts and an external rdzvHost), the launcher of an MPIJob. With ExitCode replicas it "
-                  "is not 0. Never replicas do not count.",
-      remediation="raise runPolicy.backoffLimit above the restarts one fault causes, or use restartPolicy: Never",
-      kinds=KUBEFLOW_V1)
+@rule(
+    "restart-budget",
+    "backoffLimit outlasts one fault",
+    level=MANDATORY,
+    description="A set runPolicy.backoffLimit is above the container restarts one lost node or crashed rank causes: "
+    "every pod of the OnFailure/Always replicas (PyTorchJob, TFJob, ...; one for an elastic PyTorchJob "
+    "with maxRestarts and an external rdzvHost), the launcher of an MPIJob. With ExitCode replicas it "
+    "is not 0. Never replicas do not count.",
+    remediation="raise runPolicy.backoffLimit above the restarts one fault causes, or use restartPolicy: Never",
+    kinds=KUBEFLOW_V1,
+)
 def restart_budget(ctx: Context) -> Iterator[Finding]:
     """runPolicy.backoffLimit outlasts one fault. PastBackoffLimit
     (kubeflow/trainer@v1.9.4:pkg/core/job.go) sums the container restart counts of every Running pod of the
@@ -862,8 +1052,11 @@ def restart_budget(ctx: Context) -> Iterator[Finding]:
     if not reps or limit is None:  # unset, or not a number (judgeable reports that)
         return
     kind = obj["kind"]
-    in_place = [r for r in reps if r.restart in IN_PLACE
-                and not (kind == "MPIJob" and r.role == "Worker" and _idle_mpi_worker(r))]
+    in_place = [
+        r
+        for r in reps
+        if r.restart in IN_PLACE and not (kind == "MPIJob" and r.role == "Worker" and _idle_mpi_worker(r))
+    ]
     count = sum(r.replicas for r in in_place)
     if kind == "MPIJob":
         why = "mpirun exits when any rank is lost and the launcher's container restarts"
@@ -871,35 +1064,45 @@ def restart_budget(ctx: Context) -> Iterator[Finding]:
         count = min(count, 1)
         why = "the failed pod's container restarts in place while the other agents re-rendezvous"
     elif kind == "PyTorchJob" and _d(obj.get("spec")).get("elasticPolicy"):
-        why = ("the c10d rendezvous store lives in the agent on the rendezvous host, worker-0 unless rdzvHost points "
-               "outside the job, and every agent exits when that pod goes, or at the first failure without "
-               "maxRestarts")
+        why = (
+            "the c10d rendezvous store lives in the agent on the rendezvous host, worker-0 unless rdzvHost points "
+            "outside the job, and every agent exits when that pod goes, or at the first failure without "
+            "maxRestarts"
+        )
     else:
         why = "the collective breaks and every pod's training process exits and is restarted in place"
     who = ", ".join(f"{r.replicas} {r.role}" for r in in_place)
     if count and limit <= count:
-        yield Finding(f"runPolicy.backoffLimit {limit} is not above the {count} container "
-                      f"restart{'s' if count > 1 else ''} one lost node "
-                      f"or crashed rank causes ({why}; {who} under restartPolicy "
-                      f"{'/'.join(sorted({r.restart for r in in_place}))}): the operator sums restarts over all "
-                      "running pods and fails the job when the sum reaches backoffLimit, so the first fault ends "
-                      f"the run instead of resuming it; set backoffLimit to at least {count + 1} (counts never "
-                      f"reset: add {count} for each further fault to survive), or restartPolicy: Never if the job "
-                      "should fail on its first fault")
+        yield Finding(
+            f"runPolicy.backoffLimit {limit} is not above the {count} container "
+            f"restart{'s' if count > 1 else ''} one lost node "
+            f"or crashed rank causes ({why}; {who} under restartPolicy "
+            f"{'/'.join(sorted({r.restart for r in in_place}))}): the operator sums restarts over all "
+            "running pods and fails the job when the sum reaches backoffLimit, so the first fault ends "
+            f"the run instead of resuming it; set backoffLimit to at least {count + 1} (counts never "
+            f"reset: add {count} for each further fault to survive), or restartPolicy: Never if the job "
+            "should fail on its first fault"
+        )
     elif limit == 0 and (exit_code := [r for r in reps if r.restart == "ExitCode"]):
-        yield Finding(f"runPolicy.backoffLimit 0 with restartPolicy ExitCode "
-                      f"({', '.join(f'{r.replicas} {r.role}' for r in exit_code)}): the operator fails the job at "
-                      "the first Failed pod, even one that exited with a retryable code, so no pod is ever "
-                      "recreated; set backoffLimit to 1 or more (recreated pods are not counted against it: bound "
-                      "the retries with runPolicy.activeDeadlineSeconds)")
+        yield Finding(
+            f"runPolicy.backoffLimit 0 with restartPolicy ExitCode "
+            f"({', '.join(f'{r.replicas} {r.role}' for r in exit_code)}): the operator fails the job at "
+            "the first Failed pod, even one that exited with a retryable code, so no pod is ever "
+            "recreated; set backoffLimit to 1 or more (recreated pods are not counted against it: bound "
+            "the retries with runPolicy.activeDeadlineSeconds)"
+        )
 
 
-@rule("init-fail-fast", "Init containers of Kubeflow jobs fail the job", level=MANDATORY,
-      description="A Training Operator v1 replica with initContainers uses restartPolicy Never: under "
-                  "OnFailure/Always a failing init container is retried forever, under ExitCode the pod is recreated "
-                  "forever, and the gang keeps its nodes.",
-      remediation="set the replica's restartPolicy: Never, or run the check in the main container's command",
-      kinds=KUBEFLOW_V1)
+@rule(
+    "init-fail-fast",
+    "Init containers of Kubeflow jobs fail the job",
+    level=MANDATORY,
+    description="A Training Operator v1 replica with initContainers uses restartPolicy Never: under "
+    "OnFailure/Always a failing init container is retried forever, under ExitCode the pod is recreated "
+    "forever, and the gang keeps its nodes.",
+    remediation="set the replica's restartPolicy: Never, or run the check in the main container's command",
+    kinds=KUBEFLOW_V1,
+)
 def init_fail_fast(ctx: Context) -> Iterator[Finding]:
     """A failing init container ends the pod. Under replica restartPolicy OnFailure or Always the kubelet
     retries it forever (Init:CrashLoopBackOff): the pod never reaches Running, so PastBackoffLimit
@@ -914,22 +1117,31 @@ def init_fail_fast(ctx: Context) -> Iterator[Finding]:
     for r in reps:
         if r.restart not in (*IN_PLACE, "ExitCode"):
             continue
-        inits = [c.get("name") for c in r.template.template["spec"].get("initContainers") or []
-                 if c.get("restartPolicy") != "Always" and c.get("name") not in OPERATOR_INIT]
+        inits = [
+            c.get("name")
+            for c in r.template.template["spec"].get("initContainers") or []
+            if c.get("restartPolicy") != "Always" and c.get("name") not in OPERATOR_INIT
+        ]
         if not inits:
             continue
         if r.restart == "ExitCode":
-            why = ("the operator judges a failed pod by its main container's exit code alone; after an init "
-                   "failure that container never ran, the placeholder code 0xbeef counts as retryable, and the "
-                   "pod is deleted and recreated without end")
+            why = (
+                "the operator judges a failed pod by its main container's exit code alone; after an init "
+                "failure that container never ran, the placeholder code 0xbeef counts as retryable, and the "
+                "pod is deleted and recreated without end"
+            )
         else:
-            why = ("the kubelet retries a failing init container forever (Init:CrashLoopBackOff) and the pod "
-                   "never reaches Running, so backoffLimit never counts it")
+            why = (
+                "the kubelet retries a failing init container forever (Init:CrashLoopBackOff) and the pod "
+                "never reaches Running, so backoffLimit never counts it"
+            )
         held = "the rest of the gang holds its nodes" if gang else "the pod holds its node"
-        yield Finding(f"{r.role} replica (restartPolicy {r.restart}) runs init container(s) "
-                      f"{', '.join(repr(n) for n in inits)}: {why}, while {held}; set the replica's "
-                      "restartPolicy: Never (a failed check fails the pod and the job, and cleanPodPolicy frees "
-                      "the nodes) or run the check at the start of the main container's command")
+        yield Finding(
+            f"{r.role} replica (restartPolicy {r.restart}) runs init container(s) "
+            f"{', '.join(repr(n) for n in inits)}: {why}, while {held}; set the replica's "
+            "restartPolicy: Never (a failed check fails the pod and the job, and cleanPodPolicy frees "
+            "the nodes) or run the check at the start of the main container's command"
+        )
 
 
 def _tolerates(own: dict, other: dict) -> bool:
@@ -946,11 +1158,15 @@ def _taint(t: dict) -> str:
     return f"{t.get('key') or '*'}{value}:{t.get('effect') or '*'}"
 
 
-@rule("mpi-launcher-placement", "The MPI launcher can go where its workers go", level=ADVISORY,
-      description="An MPIJob Launcher tolerates the taints its Workers tolerate, or is pinned to other nodes (a CPU "
-                  "pool) by nodeSelector or required node affinity: a Pending launcher holds the whole gang.",
-      remediation="copy the Worker tolerations to the Launcher, or pin it to an untainted CPU pool",
-      kinds={"MPIJob"})
+@rule(
+    "mpi-launcher-placement",
+    "The MPI launcher can go where its workers go",
+    level=ADVISORY,
+    description="An MPIJob Launcher tolerates the taints its Workers tolerate, or is pinned to other nodes (a CPU "
+    "pool) by nodeSelector or required node affinity: a Pending launcher holds the whole gang.",
+    remediation="copy the Worker tolerations to the Launcher, or pin it to an untainted CPU pool",
+    kinds={"MPIJob"},
+)
 def mpi_launcher_placement(ctx: Context) -> Iterator[Finding]:
     """An MPIJob launcher can be scheduled where its workers can. The operator builds the launcher pod from the
     Launcher template alone, copying no toleration or selector from the workers, and the launcher counts in the
@@ -973,17 +1189,22 @@ def mpi_launcher_placement(ctx: Context) -> Iterator[Finding]:
         return
     own = ls.get("tolerations") or []
     # PreferNoSchedule never blocks; node.kubernetes.io/* are node-condition taints, not pools.
-    missing = [_taint(w) for w in ws.get("tolerations") or []
-               if w.get("effect") != "PreferNoSchedule"
-               and not str(w.get("key") or "").startswith("node.kubernetes.io/")
-               and not any(_tolerates(o, w) for o in own)]
+    missing = [
+        _taint(w)
+        for w in ws.get("tolerations") or []
+        if w.get("effect") != "PreferNoSchedule"
+        and not str(w.get("key") or "").startswith("node.kubernetes.io/")
+        and not any(_tolerates(o, w) for o in own)
+    ]
     if missing:
         where_to = "is pinned to the workers' nodes" if on_worker_nodes else "has no nodeSelector or node affinity"
-        yield Finding(f"Launcher does not tolerate {', '.join(missing)}, which the Worker pods tolerate, and "
-                      f"{where_to}: where every node carries that taint the launcher stays Pending, and as a member "
-                      "of the gang (it counts in the PodGroup's minMember) it keeps the whole MPIJob from starting; "
-                      "copy the Worker tolerations to mpiReplicaSpecs.Launcher.template.spec.tolerations, or give "
-                      "the launcher a nodeSelector for an untainted CPU pool")
+        yield Finding(
+            f"Launcher does not tolerate {', '.join(missing)}, which the Worker pods tolerate, and "
+            f"{where_to}: where every node carries that taint the launcher stays Pending, and as a member "
+            "of the gang (it counts in the PodGroup's minMember) it keeps the whole MPIJob from starting; "
+            "copy the Worker tolerations to mpiReplicaSpecs.Launcher.template.spec.tolerations, or give "
+            "the launcher a nodeSelector for an untainted CPU pool"
+        )
 
 
 CHECKPOINT_FLAG = re.compile(r"^--(checkpoint|ckpt)[-_]?(dir|path)$")
@@ -1000,11 +1221,15 @@ def _checkpoint_flag(words: list[str]) -> tuple[str, str] | None:
     return None
 
 
-@rule("checkpoint-rwx", "Multi-node jobs checkpoint to shared storage", level=MANDATORY,
-      description="Checkpoint mounts (paths or volumes named checkpoint/ckpt, CHECKPOINT_DIR, or a `--checkpoint_dir` "
-                  "/ `--ckpt-dir` argument) are ReadWriteMany claims, not emptyDir, hostPath or the container's own "
-                  "disk.",
-      remediation="mount a ReadWriteMany PersistentVolumeClaim at the checkpoint path")
+@rule(
+    "checkpoint-rwx",
+    "Multi-node jobs checkpoint to shared storage",
+    level=MANDATORY,
+    description="Checkpoint mounts (paths or volumes named checkpoint/ckpt, CHECKPOINT_DIR, or a `--checkpoint_dir` "
+    "/ `--ckpt-dir` argument) are ReadWriteMany claims, not emptyDir, hostPath or the container's own "
+    "disk.",
+    remediation="mount a ReadWriteMany PersistentVolumeClaim at the checkpoint path",
+)
 def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     if total_replicas(ctx.templates) < 2:
         return
@@ -1016,23 +1241,33 @@ def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
             said, ckpt_dir = flag
         if ckpt_dir and PLACEHOLDER.search(ckpt_dir):
             ckpt_dir = None
-        mounts = [m for m in c.get("volumeMounts") or []
-                  if CHECKPOINT_PATH.search(m.get("mountPath", "")) or CHECKPOINT_PATH.search(m.get("name", ""))
-                  or (ckpt_dir and m.get("mountPath") and ckpt_dir.startswith(m["mountPath"]))]
+        mounts = [
+            m
+            for m in c.get("volumeMounts") or []
+            if CHECKPOINT_PATH.search(m.get("mountPath", ""))
+            or CHECKPOINT_PATH.search(m.get("name", ""))
+            or (ckpt_dir and m.get("mountPath") and ckpt_dir.startswith(m["mountPath"]))
+        ]
         if ckpt_dir and not mounts:
-            yield Finding(f"{where(t, c)}: {said}={ckpt_dir} is on the container's own filesystem: lost "
-                          "with the pod; mount a ReadWriteMany claim there")
+            yield Finding(
+                f"{where(t, c)}: {said}={ckpt_dir} is on the container's own filesystem: lost "
+                "with the pod; mount a ReadWriteMany claim there"
+            )
         for m in mounts:
             v = volumes.get(m.get("name"), {})
             if "emptyDir" in v or "hostPath" in v:
                 kind = "emptyDir" if "emptyDir" in v else "hostPath"
-                yield Finding(f"{where(t, c)} writes checkpoints to {kind} {m['mountPath']}: they vanish with the "
-                              "pod or stay on one node; use a ReadWriteMany PersistentVolumeClaim")
+                yield Finding(
+                    f"{where(t, c)} writes checkpoints to {kind} {m['mountPath']}: they vanish with the "
+                    "pod or stay on one node; use a ReadWriteMany PersistentVolumeClaim"
+                )
             claim = str(_d(v.get("persistentVolumeClaim")).get("claimName"))
             pvc = ctx.claims.get((namespace, claim))
             if pvc is not None and "ReadWriteMany" not in (_d(pvc.get("spec")).get("accessModes") or []):
-                yield Finding(f"{where(t, c)} writes checkpoints to claim {claim!r}, which is not ReadWriteMany: "
-                              "pods on other nodes cannot mount it")
+                yield Finding(
+                    f"{where(t, c)} writes checkpoints to claim {claim!r}, which is not ReadWriteMany: "
+                    "pods on other nodes cannot mount it"
+                )
 
 
 # Kinds that declare processes per node.
@@ -1055,11 +1290,16 @@ def _nproc(obj: dict) -> tuple[str, str | None, list[str]]:
     return "", None, []
 
 
-@rule("gpu-procs-match", "GPU limit equals processes per node", level=MANDATORY,
-      description="nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per "
-                  "pod.",
-      remediation="set processes per node to the GPUs per pod",
-      kinds=NPROC_KINDS, trainer_alone=True)
+@rule(
+    "gpu-procs-match",
+    "GPU limit equals processes per node",
+    level=MANDATORY,
+    description="nprocPerNode (PyTorchJob), slotsPerWorker (MPIJob) or numProcPerNode (Trainer) equals the GPUs per "
+    "pod.",
+    remediation="set processes per node to the GPUs per pod",
+    kinds=NPROC_KINDS,
+    trainer_alone=True,
+)
 def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
     field_name, declared, roles = _nproc(ctx.obj)
     procs = _int(declared)
@@ -1070,9 +1310,11 @@ def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
             continue
         for c in containers(t):
             if gpus(c) and not unknown_gpus(c) and gpus(c) != procs:
-                yield Finding(f"{where(t, c)} has {gpus(c)} GPUs but {field_name} is {procs}: "
-                              + ("GPUs sit idle" if procs < gpus(c) else "processes share GPUs")
-                              + f"; set {field_name} to {gpus(c)}")
+                yield Finding(
+                    f"{where(t, c)} has {gpus(c)} GPUs but {field_name} is {procs}: "
+                    + ("GPUs sit idle" if procs < gpus(c) else "processes share GPUs")
+                    + f"; set {field_name} to {gpus(c)}"
+                )
 
 
 def _raw_template(obj: dict, path: str) -> dict | None:
@@ -1127,10 +1369,14 @@ def add_ipc_lock(obj: dict) -> dict | None:
     return obj if changed else None
 
 
-@rule("rdma-ipc-lock", "RDMA pods add IPC_LOCK", level=MANDATORY,
-      description="Containers requesting RDMA resources add the IPC_LOCK capability (or run privileged). Remediable.",
-      remediation="add securityContext.capabilities.add: [IPC_LOCK]",
-      remediate=add_ipc_lock)
+@rule(
+    "rdma-ipc-lock",
+    "RDMA pods add IPC_LOCK",
+    level=MANDATORY,
+    description="Containers requesting RDMA resources add the IPC_LOCK capability (or run privileged). Remediable.",
+    remediation="add securityContext.capabilities.add: [IPC_LOCK]",
+    remediate=add_ipc_lock,
+)
 def rdma_ipc_lock(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
@@ -1139,8 +1385,10 @@ def rdma_ipc_lock(ctx: Context) -> Iterator[Finding]:
             sc = c.get("securityContext") or {}
             if sc.get("privileged") or "IPC_LOCK" in ((sc.get("capabilities") or {}).get("add") or []):
                 continue
-            yield Finding(f"{where(t, c)} requests {', '.join(rdma_resources(c))} without the IPC_LOCK capability: "
-                          "RDMA cannot pin memory (ibv_reg_mr fails); add securityContext.capabilities.add: [IPC_LOCK]")
+            yield Finding(
+                f"{where(t, c)} requests {', '.join(rdma_resources(c))} without the IPC_LOCK capability: "
+                "RDMA cannot pin memory (ibv_reg_mr fails); add securityContext.capabilities.add: [IPC_LOCK]"
+            )
 
 
 def moving_tag(image: str) -> str | None:
@@ -1169,11 +1417,16 @@ def templated_image(image: str) -> bool:
     return bool(PLACEHOLDER.search(image)) and "@sha256:" not in image
 
 
-@rule("image-pinned", "Images are pinned", level=MANDATORY,
-      description="Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
-                  "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a "
-                  "version or commit, as in `nightly-2024-06-01`).",
-      remediation="pin a version tag or an @sha256 digest", trainer_alone=True)
+@rule(
+    "image-pinned",
+    "Images are pinned",
+    level=MANDATORY,
+    description="Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
+    "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a "
+    "version or commit, as in `nightly-2024-06-01`).",
+    remediation="pin a version tag or an @sha256 digest",
+    trainer_alone=True,
+)
 def image_pinned(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
@@ -1185,26 +1438,37 @@ def image_pinned(ctx: Context) -> Iterator[Finding]:
             elif (p := image_problem(image)) is not None:
                 yield Finding(f"{where(t, c)}: {p}")
             elif (tag := moving_tag(image)) is not None:
-                yield Finding(f"{where(t, c)}: image {image!r} uses the moving tag `{tag}`: each pull may bring "
-                              "a different build (nodes of one job can run different code); pin a version tag or "
-                              "an @sha256 digest")
+                yield Finding(
+                    f"{where(t, c)}: image {image!r} uses the moving tag `{tag}`: each pull may bring "
+                    "a different build (nodes of one job can run different code); pin a version tag or "
+                    "an @sha256 digest"
+                )
 
 
-@rule("env-no-secrets", "No credentials in env literals", level=MANDATORY,
-      description="Env values that look like tokens or keys (or secret-named variables with literal values, including "
-                  "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.",
-      remediation="use valueFrom.secretKeyRef", trainer_alone=True)
+@rule(
+    "env-no-secrets",
+    "No credentials in env literals",
+    level=MANDATORY,
+    description="Env values that look like tokens or keys (or secret-named variables with literal values, including "
+    "`${HF_TOKEN}` placeholders a template fills in) must come from secretKeyRef.",
+    remediation="use valueFrom.secretKeyRef",
+    trainer_alone=True,
+)
 def env_no_secrets(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
             for name, value in env(c).items():
                 if SECRET_NAME.search(name) and PLACEHOLDER.fullmatch(value.strip()):
-                    yield Finding(f"{where(t, c)}: env {name} is filled in from {value.strip()} when the manifest is "
-                                  "rendered, so the credential then sits in the object for anyone who can read it; "
-                                  "use valueFrom.secretKeyRef")
+                    yield Finding(
+                        f"{where(t, c)}: env {name} is filled in from {value.strip()} when the manifest is "
+                        "rendered, so the credential then sits in the object for anyone who can read it; "
+                        "use valueFrom.secretKeyRef"
+                    )
                 elif TOKEN_VALUE.match(value.strip()) or (SECRET_NAME.search(name) and len(value.strip()) >= 8):
-                    yield Finding(f"{where(t, c)}: env {name} holds a literal credential: anyone who can read the "
-                                  "manifest has it; use valueFrom.secretKeyRef")
+                    yield Finding(
+                        f"{where(t, c)}: env {name} holds a literal credential: anyone who can read the "
+                        "manifest has it; use valueFrom.secretKeyRef"
+                    )
 
 
 def _ipam_types(conf: dict) -> list[str]:
@@ -1217,10 +1481,15 @@ def _ipam_types(conf: dict) -> list[str]:
     return out
 
 
-@rule("nad-cluster-ipam", "Secondary networks use cluster-wide IPAM", level=MANDATORY,
-      description="A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
-      remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
-      kinds={"NetworkAttachmentDefinition"}, pods=False)
+@rule(
+    "nad-cluster-ipam",
+    "Secondary networks use cluster-wide IPAM",
+    level=MANDATORY,
+    description="A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
+    remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
+    kinds={"NetworkAttachmentDefinition"},
+    pods=False,
+)
 def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
     if ctx.obj.get("kind") != "NetworkAttachmentDefinition":
         return
@@ -1233,15 +1502,22 @@ def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
         yield Finding("spec.config is not a JSON object in a string: Multus cannot attach this network")
         return
     if "host-local" in _ipam_types(conf):
-        yield Finding("IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
-                      "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)")
+        yield Finding(
+            "IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
+            "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)"
+        )
 
 
-@rule("sriov-pool-drain", "SR-IOV pools drain a few nodes at a time", level=MANDATORY,
-      description="A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at "
-                  "once when SR-IOV settings change).",
-      remediation="set spec.maxUnavailable (a count or a percentage)",
-      kinds={"SriovNetworkPoolConfig"}, pods=False)
+@rule(
+    "sriov-pool-drain",
+    "SR-IOV pools drain a few nodes at a time",
+    level=MANDATORY,
+    description="A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at "
+    "once when SR-IOV settings change).",
+    remediation="set spec.maxUnavailable (a count or a percentage)",
+    kinds={"SriovNetworkPoolConfig"},
+    pods=False,
+)
 def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
     """k8snetworkplumbingwg/sriov-network-operator (the build network-operator v26.4.1 bundles): a node in a
     SriovNetworkPoolConfig whose maxUnavailable is unset may drain at any time, so every node of the pool drains
@@ -1249,20 +1525,27 @@ def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
     if ctx.obj.get("kind") != "SriovNetworkPoolConfig":
         return
     if _d(ctx.obj.get("spec")).get("maxUnavailable") is None:
-        yield Finding("no spec.maxUnavailable: every node of this pool may drain and reboot at once when the SR-IOV "
-                      "configuration changes (firmware rewrite, numVfs, rdmaMode): the whole GPU pool goes down "
-                      "together; set maxUnavailable (a count or a percentage)")
+        yield Finding(
+            "no spec.maxUnavailable: every node of this pool may drain and reboot at once when the SR-IOV "
+            "configuration changes (firmware rewrite, numVfs, rdmaMode): the whole GPU pool goes down "
+            "together; set maxUnavailable (a count or a percentage)"
+        )
 
 
 LEGACY_EVICTING_ACTIONS = ("preempt", "reclaim")
 
 
-@rule("volcano-gang-actions", "Volcano evicts whole gangs", level=ADVISORY,
-      description="A Volcano scheduler configuration (ConfigMap key volcano-scheduler.conf) uses "
-                  "gangpreempt/gangreclaim, not the legacy preempt/reclaim that split gangs, and lowercase action "
-                  "names.",
-      remediation="use gangpreempt and gangreclaim (Volcano >= 1.13), in lowercase",
-      kinds={"ConfigMap"}, pods=False)
+@rule(
+    "volcano-gang-actions",
+    "Volcano evicts whole gangs",
+    level=ADVISORY,
+    description="A Volcano scheduler configuration (ConfigMap key volcano-scheduler.conf) uses "
+    "gangpreempt/gangreclaim, not the legacy preempt/reclaim that split gangs, and lowercase action "
+    "names.",
+    remediation="use gangpreempt and gangreclaim (Volcano >= 1.13), in lowercase",
+    kinds={"ConfigMap"},
+    pods=False,
+)
 def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
     """volcano-sh/volcano@v1.15.1 pkg/scheduler/actions/{preempt,reclaim}: the legacy actions evict task by task
     per node and split several gangs in half; gangpreempt/gangreclaim evict whole jobs."""
@@ -1277,33 +1560,45 @@ def volcano_gang_actions(ctx: Context) -> Iterator[Finding]:
     actions = [a.strip() for a in m.group(1).split(",")]
     legacy = [a for a in actions if a in LEGACY_EVICTING_ACTIONS]
     if legacy:
-        yield Finding(f"Volcano actions {', '.join(legacy)} evict pods one at a time per node: gang jobs (whole "
-                      "PodGroups) end up half-evicted, still holding the rest of their nodes; use gangpreempt and "
-                      "gangreclaim (Volcano >= 1.13), which evict whole jobs")
+        yield Finding(
+            f"Volcano actions {', '.join(legacy)} evict pods one at a time per node: gang jobs (whole "
+            "PodGroups) end up half-evicted, still holding the rest of their nodes; use gangpreempt and "
+            "gangreclaim (Volcano >= 1.13), which evict whole jobs"
+        )
     bad = [a for a in actions if a and a != a.lower()]
     if bad:
-        yield Finding(f"Volcano action names are lowercase ({', '.join(bad)}): a misspelt action makes the scheduler "
-                      "keep its previous configuration and only log an error")
+        yield Finding(
+            f"Volcano action names are lowercase ({', '.join(bad)}): a misspelt action makes the scheduler "
+            "keep its previous configuration and only log an error"
+        )
 
 
 TRAINJOB_RUNTIME = "trainjob-runtime"
 
 
-@rule(TRAINJOB_RUNTIME, "TrainJobs are judged by the pods their runtime gives them", level=MANDATORY,
-      description="A TrainJob is judged together with the ClusterTrainingRuntime it names (or the TrainingRuntime of "
-                  "that name in its namespace) when that is among the objects checked: every rule reads the pods the "
-                  "trainer controller makes from the two, and this rule flags the fabric wiring the TrainJob takes "
-                  "away from its runtime (an RDMA resource overridden in resourcesPerNode, a GPU limit without the "
-                  "request, resourcesPerNode without the GPU count so torchrun starts one process per node, memory "
-                  "at or under /dev/shm, a fabric NCCL variable replaced; IPC_LOCK, tolerations, the dshm volume, "
-                  "the networks annotation or the GPU node selector replaced by a runtime patch). A runtime that is "
-                  "not among the objects is an advisory finding naming it, as judgeable does: only the trainer's "
-                  "image and env were judged. What a runtime gets wrong is reported on the runtime, once, not again "
-                  "on each TrainJob that names it. Under CrossGuard this is a stack policy (it needs the runtime), "
-                  "and it carries the other rules' findings on TrainJobs, each prefixed with its rule id.",
-      remediation="leave the runtime's wiring alone (the message names the TrainJob field); lint a TrainJob together "
-                  "with its runtime",
-      mixed=True, kinds={"TrainJob"}, pods=False, stack=True, trainer_alone=True)
+@rule(
+    TRAINJOB_RUNTIME,
+    "TrainJobs are judged by the pods their runtime gives them",
+    level=MANDATORY,
+    description="A TrainJob is judged together with the ClusterTrainingRuntime it names (or the TrainingRuntime of "
+    "that name in its namespace) when that is among the objects checked: every rule reads the pods the "
+    "trainer controller makes from the two, and this rule flags the fabric wiring the TrainJob takes "
+    "away from its runtime (an RDMA resource overridden in resourcesPerNode, a GPU limit without the "
+    "request, resourcesPerNode without the GPU count so torchrun starts one process per node, memory "
+    "at or under /dev/shm, a fabric NCCL variable replaced; IPC_LOCK, tolerations, the dshm volume, "
+    "the networks annotation or the GPU node selector replaced by a runtime patch). A runtime that is "
+    "not among the objects is an advisory finding naming it, as judgeable does: only the trainer's "
+    "image and env were judged. What a runtime gets wrong is reported on the runtime, once, not again "
+    "on each TrainJob that names it. Under CrossGuard this is a stack policy (it needs the runtime), "
+    "and it carries the other rules' findings on TrainJobs, each prefixed with its rule id.",
+    remediation="leave the runtime's wiring alone (the message names the TrainJob field); lint a TrainJob together "
+    "with its runtime",
+    mixed=True,
+    kinds={"TrainJob"},
+    pods=False,
+    stack=True,
+    trainer_alone=True,
+)
 def trainjob_runtime(ctx: Context) -> Iterator[Finding]:
     """A TrainJob cannot carry wiring of its own, only take some away: kubeflow/trainer@v2.3.0 merges
     resourcesPerNode per resource name, upserts env by name and applies runtimePatches as a strategic merge patch
@@ -1317,12 +1612,14 @@ def trainjob_runtime(ctx: Context) -> Iterator[Finding]:
     try:
         problems = override_problems(ctx.obj, pairing.runtime, pairing.derived)
     except MERGE_ERRORS as err:  # pair() merged the two already; a shape only the comparison trips on
-        yield Finding(f"could not be compared with {pairing.ref} ({type(err).__name__}: {str(err)[:160]}): what it "
-                      "overrides was not judged", level=ADVISORY)
+        yield Finding(
+            f"could not be compared with {pairing.ref} ({type(err).__name__}: {str(err)[:160]}): what it "
+            "overrides was not judged",
+            level=ADVISORY,
+        )
         return
     for message in problems:
         yield Finding(message)
-
 
 
 # Integer fields the rules read, all below spec: (path, rules that could not judge without it).
@@ -1352,9 +1649,10 @@ def _gpu_paths(value: Any, path: str) -> list[str]:
 
     def requests_gpus(value: dict, path: str) -> bool:
         res = value.get("resources")
-        if isinstance(res, dict) and any(isinstance(res.get(k), dict) and any(GPU_RESOURCE.match(str(r))
-                                                                            for r in res[k])
-                                         for k in ("limits", "requests")):
+        if isinstance(res, dict) and any(
+            isinstance(res.get(k), dict) and any(GPU_RESOURCE.match(str(r)) for r in res[k])
+            for k in ("limits", "requests")
+        ):
             found.append(path)
             return True
         return False
@@ -1363,14 +1661,19 @@ def _gpu_paths(value: Any, path: str) -> list[str]:
     return found
 
 
-@rule("judgeable", "What the rules could not judge is said", level=ADVISORY,
-      description="Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers "
-                  "as a mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus "
-                  "}}`), templated images, and GPU pods inside a kind the linter does not know (judged as single "
-                  "pods, when it finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs "
-                  "are nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.",
-      remediation="lint the rendered manifest, or the objects an unknown kind creates",
-      pods=False, trainer_alone=True)
+@rule(
+    "judgeable",
+    "What the rules could not judge is said",
+    level=ADVISORY,
+    description="Parts in shapes Kubernetes would refuse (`Master: null`, env entries without a name, containers "
+    "as a mapping), GPU counts and numbers that a template fills in later (`$GPUS`, `{{ .Values.gpus "
+    "}}`), templated images, and GPU pods inside a kind the linter does not know (judged as single "
+    "pods, when it finds their pod specs) are listed, so a clean run means judged, not skipped. GPUs "
+    "are nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/i915|xe and habana.ai/gaudi.",
+    remediation="lint the rendered manifest, or the objects an unknown kind creates",
+    pods=False,
+    trainer_alone=True,
+)
 def judgeable(ctx: Context) -> Iterator[Finding]:
     """What the rules could not judge, said rather than passed in silence: parts of the object in shapes
     Kubernetes would not give them (podspecs.extract lists them), GPU counts and numbers the rules read that a
@@ -1380,32 +1683,46 @@ def judgeable(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
             for res, value in unknown_gpus(c).items():
-                yield Finding(f"{where(t, c)}: {res} is {str(value)!r}, not a number (a template variable?): "
-                              "shm-size and gpu-procs-match could not count its GPUs (the other rules judged it as "
-                              "a GPU container); lint the rendered manifest")
+                yield Finding(
+                    f"{where(t, c)}: {res} is {str(value)!r}, not a number (a template variable?): "
+                    "shm-size and gpu-procs-match could not count its GPUs (the other rules judged it as "
+                    "a GPU container); lint the rendered manifest"
+                )
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
             image = str(c.get("image") or "").strip()
             if image and templated_image(image):
-                yield Finding(f"{where(t, c)}: image {image!r} is filled in later: image-pinned could not judge "
-                              "it; lint the rendered manifest")
+                yield Finding(
+                    f"{where(t, c)}: image {image!r} is filled in later: image-pinned could not judge "
+                    "it; lint the rendered manifest"
+                )
     spec = _d(ctx.obj.get("spec"))
     for path, rule in INT_FIELDS:
         value = _at(spec, path[1:]) if path[1] in spec else None  # most objects have none of these fields
-        if value is not None and _int(value) is None and not (path[-1] in ("nprocPerNode", "numProcPerNode")
-                                                               and str(value) in ("auto", "gpu", "cpu")):
-            yield Finding(f"{'.'.join(path)} is {str(value)!r}, not a number (a template variable?): {rule} could "
-                          "not judge it; lint the rendered manifest")
+        if (
+            value is not None
+            and _int(value) is None
+            and not (path[-1] in ("nprocPerNode", "numProcPerNode") and str(value) in ("auto", "gpu", "cpu"))
+        ):
+            yield Finding(
+                f"{'.'.join(path)} is {str(value)!r}, not a number (a template variable?): {rule} could "
+                "not judge it; lint the rendered manifest"
+            )
     if not ctx.known_kind:
         gpu_paths = _gpu_paths(ctx.obj.get("spec"), "spec")
         if gpu_paths:
             kind = f"{ctx.obj.get('apiVersion') or '?'} {ctx.obj.get('kind')}"
             judged = sorted({t.path for t in ctx.templates})
-            what = (f"its pod specs at {', '.join(judged)} were judged as single pods, but replica counts, gang "
-                    "scheduling and the job-level rules were not applied" if judged else
-                    "it holds no pod spec the rules can read, so nothing in it was judged")
-            yield Finding(f"{kind} is not a workload kind the linter knows, and it requests GPUs at "
-                          f"{', '.join(gpu_paths[:5])}{' ...' if len(gpu_paths) > 5 else ''}: {what}; lint the "
-                          "objects it creates (kubectl get pods -o yaml), or add the kind to policies/podspecs.py")
+            what = (
+                f"its pod specs at {', '.join(judged)} were judged as single pods, but replica counts, gang "
+                "scheduling and the job-level rules were not applied"
+                if judged
+                else "it holds no pod spec the rules can read, so nothing in it was judged"
+            )
+            yield Finding(
+                f"{kind} is not a workload kind the linter knows, and it requests GPUs at "
+                f"{', '.join(gpu_paths[:5])}{' ...' if len(gpu_paths) > 5 else ''}: {what}; lint the "
+                "objects it creates (kubectl get pods -o yaml), or add the kind to policies/podspecs.py"
+            )
 
 
 BY_ID = {r.id: r for r in RULES}
@@ -1445,8 +1762,10 @@ def parse_config(raw: Any) -> dict[str, dict]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"the policy config is {type(raw).__name__}, not a mapping of policy names to levels or "
-                          'objects (e.g. {"all": "advisory", "shm-size": {"minGiBPerGpu": 2}})')
+        raise ConfigError(
+            f"the policy config is {type(raw).__name__}, not a mapping of policy names to levels or "
+            'objects (e.g. {"all": "advisory", "shm-size": {"minGiBPerGpu": 2}})'
+        )
     names = policy_names()
     entries: dict[str, tuple[str | None, dict]] = {}
     for key, value in raw.items():
@@ -1457,14 +1776,16 @@ def parse_config(raw: Any) -> dict[str, dict]:
             entries[key] = (_level(value, key), {})
         elif isinstance(value, dict):
             props = {str(k): v for k, v in value.items() if k != "enforcementLevel"}
-            level = _level(value["enforcementLevel"], f"{key}.enforcementLevel") if "enforcementLevel" in value \
-                else None
+            level = (
+                _level(value["enforcementLevel"], f"{key}.enforcementLevel") if "enforcementLevel" in value else None
+            )
             if key != "all":
                 _check_props(key, names[key], props)
             entries[key] = (level, props)
         else:
-            raise ConfigError(f"{key}: {value!r} is not a valid value; must be an enforcement level string or an "
-                              "object")
+            raise ConfigError(
+                f"{key}: {value!r} is not a valid value; must be an enforcement level string or an object"
+            )
     all_level = entries.get("all", (None, {}))[0]
     out = {}
     for name, rule in names.items():
@@ -1486,11 +1807,19 @@ def _check_props(name: str, rule: Rule, props: dict) -> None:
         elif k not in schema:
             known = [*schema, "enforcementLevel", "exemptNamespaces", "exemptLabels"]
             raise ConfigError(f"{name}.{k}: {rule.id} has no such setting{_nearest(k, known)}")
-        elif not (isinstance(v, schema[k]) or (schema[k] is float and isinstance(v, int))
-                  or (schema[k] is int and isinstance(v, float) and v.is_integer())) or isinstance(v, bool) \
-                and schema[k] is not bool:
-            raise ConfigError(f"{name}.{k}: {v!r} is not a{'n' if schema[k] is int else ''} "
-                              f"{JSON_TYPE_NAMES.get(schema[k], schema[k].__name__)}")
+        elif (
+            not (
+                isinstance(v, schema[k])
+                or (schema[k] is float and isinstance(v, int))
+                or (schema[k] is int and isinstance(v, float) and v.is_integer())
+            )
+            or isinstance(v, bool)
+            and schema[k] is not bool
+        ):
+            raise ConfigError(
+                f"{name}.{k}: {v!r} is not a{'n' if schema[k] is int else ''} "
+                f"{JSON_TYPE_NAMES.get(schema[k], schema[k].__name__)}"
+            )
 
 
 JSON_TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
@@ -1552,14 +1881,16 @@ def _level_of(finding: Finding, rule: Rule, cfg: dict, advisory_cfg: dict | None
 class Plan:
     """The rules to run under one config, each with its policy settings resolved once: a lint of many objects
     resolves the config once, not once per object and rule."""
+
     checks: tuple[tuple[Rule, dict, dict | None], ...]  # (rule, its policy's settings, its -advisory policy's)
     _by_kind: dict[str, tuple] = field(default_factory=dict, compare=False, repr=False)
 
     def for_kind(self, kind: str) -> tuple[tuple[Rule, dict, dict | None], ...]:
         """The checks that can flag an object of `kind`."""
         if kind not in self._by_kind:
-            self._by_kind[kind] = tuple(check for check in self.checks
-                                        if check[0].kinds is None or kind in check[0].kinds)
+            self._by_kind[kind] = tuple(
+                check for check in self.checks if check[0].kinds is None or kind in check[0].kinds
+            )
         return self._by_kind[kind]
 
 
@@ -1575,9 +1906,14 @@ def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
     return Plan(tuple(checks))
 
 
-def evaluate(obj: Any, config: dict | None = None, claims: dict | None = None,
-             rules: list[Rule] | None = None, checks: Plan | None = None,
-             runtimes: RuntimeIndex | None = None) -> list[Violation]:
+def evaluate(
+    obj: Any,
+    config: dict | None = None,
+    claims: dict | None = None,
+    rules: list[Rule] | None = None,
+    checks: Plan | None = None,
+    runtimes: RuntimeIndex | None = None,
+) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
     modes of the claims a pod mounts; `runtimes` (RuntimeIndex of the same objects) the runtime a TrainJob names,
     whose pods it is judged by. `config` is CrossGuard's format, resolved by parse_config or written directly as
@@ -1595,8 +1931,9 @@ def evaluate(obj: Any, config: dict | None = None, claims: dict | None = None,
     return _judge(obj, extract(obj), todo, claims)
 
 
-def _train_job(obj: dict, checks: Plan, todo: tuple, claims: dict | None,
-               runtimes: RuntimeIndex | None) -> list[Violation]:
+def _train_job(
+    obj: dict, checks: Plan, todo: tuple, claims: dict | None, runtimes: RuntimeIndex | None
+) -> list[Violation]:
     """A TrainJob by the pods its runtime gives it, less what the runtime is already flagged for; by its trainer
     alone, under the rules that can judge a container by itself, when the runtime is not among the objects."""
     pairing = pair(obj, runtimes)
@@ -1615,8 +1952,9 @@ def _train_job(obj: dict, checks: Plan, todo: tuple, claims: dict | None,
     return out
 
 
-def _runtime_findings(pairing: Pairing, runtimes: RuntimeIndex | None, checks: Plan,
-                      claims: dict | None) -> frozenset[tuple[str, str, str]]:
+def _runtime_findings(
+    pairing: Pairing, runtimes: RuntimeIndex | None, checks: Plan, claims: dict | None
+) -> frozenset[tuple[str, str, str]]:
     """(rule, level, message) of what the runtime is flagged for on its own, worked out once per runtime and lint."""
     if runtimes is None or pairing.runtime is None:
         return frozenset()
@@ -1627,8 +1965,9 @@ def _runtime_findings(pairing: Pairing, runtimes: RuntimeIndex | None, checks: P
     return runtimes.memo[key][1]
 
 
-def _judge(obj: dict, found: Extracted, todo: tuple, claims: dict | None,
-           pairing: Pairing | None = None) -> list[Violation]:
+def _judge(
+    obj: dict, found: Extracted, todo: tuple, claims: dict | None, pairing: Pairing | None = None
+) -> list[Violation]:
     md = _d(obj.get("metadata"))
     out = []
     ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known, pairing=pairing)
@@ -1640,6 +1979,9 @@ def _judge(obj: dict, found: Extracted, todo: tuple, claims: dict | None,
             level = _level_of(f, rule, cfg, adv)
             if level is None or exempt(obj, adv if (adv is not None and f.level == ADVISORY) else cfg):
                 continue
-            out.append(Violation(rule.id, level, obj["kind"], str(md.get("namespace") or ""),
-                                 str(md.get("name") or ""), f.message))
+            out.append(
+                Violation(
+                    rule.id, level, obj["kind"], str(md.get("namespace") or ""), str(md.get("name") or ""), f.message
+                )
+            )
     return out

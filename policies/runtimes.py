@@ -97,20 +97,32 @@ class Pairing:
 def pair(train_job: dict, index: RuntimeIndex | None) -> Pairing:
     ref = runtime_ref(train_job)
     if ref is None:
-        return Pairing(None, problem="spec.runtimeRef names no runtime: the TrainJob's pods could not be judged, only "
-                                     "its trainer's image and env; name a runtime in spec.runtimeRef.name")
+        return Pairing(
+            None,
+            problem="spec.runtimeRef names no runtime: the TrainJob's pods could not be judged, only "
+            "its trainer's image and env; name a runtime in spec.runtimeRef.name",
+        )
     runtime = index.get(ref) if index is not None else None
     if runtime is None:
-        return Pairing(ref, problem=(
-            f"runtimeRef names {ref}, which is not among the objects checked: the pods it gives this TrainJob "
-            "(shared memory, fabric wiring, gang scheduling) could not be judged, only the trainer's image and "
-            f"env; lint the TrainJob together with its runtime ({ref.kubectl()})"))
+        return Pairing(
+            ref,
+            problem=(
+                f"runtimeRef names {ref}, which is not among the objects checked: the pods it gives this TrainJob "
+                "(shared memory, fabric wiring, gang scheduling) could not be judged, only the trainer's image and "
+                f"env; lint the TrainJob together with its runtime ({ref.kubectl()})"
+            ),
+        )
     try:
         derived = effective_jobset(train_job, runtime)
         effective = jobset_templates(_d(derived.get("jobset")).get("replicatedJobs"))
     except MERGE_ERRORS as err:
-        return Pairing(ref, runtime, problem=(
-            f"could not be merged with {ref} the way the trainer controller would ({type(err).__name__}: "
-            f"{str(err)[:160]}): its pods were not judged; fix the TrainJob or the runtime (the trainer's webhook "
-            "refuses such objects)"))
+        return Pairing(
+            ref,
+            runtime,
+            problem=(
+                f"could not be merged with {ref} the way the trainer controller would ({type(err).__name__}: "
+                f"{str(err)[:160]}): its pods were not judged; fix the TrainJob or the runtime (the trainer's webhook "
+                "refuses such objects)"
+            ),
+        )
     return Pairing(ref, runtime, effective, derived)

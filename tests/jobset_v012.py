@@ -36,16 +36,13 @@ def job_failure(job_spec: dict, failed: PodFailure, failures_so_far: int = 0) ->
     pod = f"{NAMESPACE}/{failed.pod}"
     for index, rule in enumerate((job_spec.get("podFailurePolicy") or {}).get("rules", [])):
         if codes := rule.get("onExitCodes"):
-            if failed.container is None or failed.exit_code == 0 \
-                    or codes.get("containerName") not in (None, failed.container):
+            if failed.container is None or failed.exit_code == 0 or codes.get("containerName") not in (None, failed.container):
                 continue
             if (failed.exit_code in codes["values"]) != (codes["operator"] == "In"):
                 continue
-            message = (f"Container {failed.container} for pod {pod} failed with exit code {failed.exit_code} "
-                       f"matching {rule['action']} rule at index {index}")
+            message = f"Container {failed.container} for pod {pod} failed with exit code {failed.exit_code} matching {rule['action']} rule at index {index}"
         else:
-            matched = next((p["type"] for p in rule["onPodConditions"] if p.get("status", "True") == "True"
-                            and p["type"] in failed.conditions), None)
+            matched = next((p["type"] for p in rule["onPodConditions"] if p.get("status", "True") == "True" and p["type"] in failed.conditions), None)
             if matched is None:
                 continue
             message = f"Pod {pod} has condition {matched} matching {rule['action']} rule at index {index}"
@@ -76,8 +73,7 @@ def failure_action(jobset_spec: dict, replicated_job: str, reason: str, message:
     for rule in policy.get("rules") or []:
         if rule.get("onJobFailureReasons") and reason not in rule["onJobFailureReasons"]:
             continue
-        if rule.get("onJobFailureMessagePatterns") and not any(
-                re.search(p, message) for p in rule["onJobFailureMessagePatterns"]):
+        if rule.get("onJobFailureMessagePatterns") and not any(re.search(p, message) for p in rule["onJobFailureMessagePatterns"]):
             continue
         if rule.get("targetReplicatedJobs") and replicated_job not in rule["targetReplicatedJobs"]:
             continue

@@ -57,8 +57,7 @@ def pytorch_outcome(job: dict, pods: Iterable[Pod]) -> str:
         policy = spec.get("restartPolicy")
         for p in (p for p in pods if p.replica == name and counts_failed(p)):
             if policy == "ExitCode":
-                if p.phase == "Failed" and not is_retryable(PLACEHOLDER_EXIT_CODE if p.exit_code is None
-                                                            else p.exit_code):
+                if p.phase == "Failed" and not is_retryable(PLACEHOLDER_EXIT_CODE if p.exit_code is None else p.exit_code):
                     return "Failed"
                 out = "recreated"
             elif policy == "Never":
@@ -72,8 +71,7 @@ def counted_restarts(job: dict, pods: Iterable[Pod]) -> int:
     """kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit: sums init and app container restarts of pods in
     phase Running, over every replica whose restartPolicy is OnFailure, Always or ExitCode."""
     policies = {name: spec.get("restartPolicy") for name, spec in replicas(job).items()}
-    return sum(p.restarts for p in pods
-               if p.phase == "Running" and policies.get(p.replica) in ("OnFailure", "Always", "ExitCode"))
+    return sum(p.restarts for p in pods if p.phase == "Running" and policies.get(p.replica) in ("OnFailure", "Always", "ExitCode"))
 
 
 def past_backoff_limit(job: dict, pods: Iterable[Pod]) -> bool:

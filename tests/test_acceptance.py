@@ -22,12 +22,15 @@ def plan_for(stack: str, **acc) -> tuple[dict, list[dict]]:
     return acceptance.plan(platform.acceptance, make_profile(platform))
 
 
-@pytest.mark.parametrize(("stack", "acc", "floor", "warn"), [
-    ("prod-ib", {}, 300.0, 368.0),  # 8 x 400G: fail under 0.75 of line rate, warn under 0.92 (46 GB/s per NIC)
-    ("prod-ib", {"efficiency": 0.8}, 320.0, 368.0),
-    ("prod-roce", {}, 37.5, 46.0),  # 2 x 200G
-    ("prod-roce", {"minBusbwGbps": 40}, 40.0, 46.0),
-])
+@pytest.mark.parametrize(
+    ("stack", "acc", "floor", "warn"),
+    [
+        ("prod-ib", {}, 300.0, 368.0),  # 8 x 400G: fail under 0.75 of line rate, warn under 0.92 (46 GB/s per NIC)
+        ("prod-ib", {"efficiency": 0.8}, 320.0, 368.0),
+        ("prod-roce", {}, 37.5, 46.0),  # 2 x 200G
+        ("prod-roce", {"minBusbwGbps": 40}, 40.0, 46.0),
+    ],
+)
 def test_floor_and_warn_band_from_rails_speed_and_efficiency(stack, acc, floor, warn):
     p = PlatformConfig.model_validate({**stack_platform(stack), "acceptance": acc})
     assert acceptance.floor_gbps(p.acceptance, p.fabric) == floor
@@ -43,16 +46,14 @@ def test_warn_band_below_the_floor_is_refused():
         AcceptanceConfig(efficiency=0.9, warn_efficiency=0.8)
 
 
-@pytest.mark.parametrize(("product", "floor"), [("NVIDIA-H100-80GB-HBM3", 300.0), ("NVIDIA-A100-SXM4-80GB", 150.0),
-                                                ("NVIDIA-L4", None)])
+@pytest.mark.parametrize(("product", "floor"), [("NVIDIA-H100-80GB-HBM3", 300.0), ("NVIDIA-A100-SXM4-80GB", 150.0), ("NVIDIA-L4", None)])
 def test_one_node_run_has_an_nvlink_floor_where_one_is_known(product, floor):
     assert acceptance.nvlink_floor_gbps(AcceptanceConfig(), product) == floor
 
 
 def test_series_runs_one_size_at_a_time_in_one_job():
     m, runs = plan_for("prod-ib", nodes=4, scaling=[1, 2, 8])
-    assert [(r["nodes"], r["ranks"], r["expect"], r["minBusbwGbps"]) for r in runs] == [
-        (1, 8, "local", 300.0), (2, 16, "ib", 300.0), (4, 32, "ib", 300.0), (8, 64, "ib", 300.0)]
+    assert [(r["nodes"], r["ranks"], r["expect"], r["minBusbwGbps"]) for r in runs] == [(1, 8, "local", 300.0), (2, 16, "ib", 300.0), (4, 32, "ib", 300.0), (8, 64, "ib", 300.0)]
     assert m["kind"] == "MPIJob" and m["metadata"]["name"] == "nccl-acceptance"
     assert m["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 8 and m["spec"]["slotsPerWorker"] == 8
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == acceptance.QUEUE
@@ -89,16 +90,15 @@ def test_acceptance_queue_is_capped_at_the_largest_run():
 
 
 def section_log(tmp_path: Path, runs: dict[int, str]) -> Path:
-    text = "".join(f"fastpath-acceptance: begin {n} nodes\n{(LOGS / f'{log}.log').read_text()}\n"
-                   f"fastpath-acceptance: end {n} nodes\n" for n, log in runs.items())
+    text = "".join(f"fastpath-acceptance: begin {n} nodes\n{(LOGS / f'{log}.log').read_text()}\nfastpath-acceptance: end {n} nodes\n" for n, log in runs.items())
     out = tmp_path / "nccl-acceptance.log"
     out.write_text(text)
     return out
 
 
-@pytest.mark.parametrize(("log", "code", "verdict"), [
-    ("ib_gdr_linerate", 0, "pass"), ("below_floor", 1, "fail"), ("ib_no_gdr", 1, "fail"),
-    ("socket_fallback_with_networks", 1, "fail"), ("warn_band", 0, "warn")])
+@pytest.mark.parametrize(
+    ("log", "code", "verdict"), [("ib_gdr_linerate", 0, "pass"), ("below_floor", 1, "fail"), ("ib_no_gdr", 1, "fail"), ("socket_fallback_with_networks", 1, "fail"), ("warn_band", 0, "warn")]
+)
 def test_rendered_check_command_judges_real_logs(tmp_path, log, code, verdict):
     """The 2-node prod-ib check, as SUMMARY.md prints it, on a launcher log holding a 1-node run and then the
     2-node run (realistic 2 x 8 H100 output)."""
@@ -107,16 +107,14 @@ def test_rendered_check_command_judges_real_logs(tmp_path, log, code, verdict):
     args = shlex.split(run["check"])
     assert args[:3] == ["python", "-m", "tools.ncclcheck"] and args[4:6] == ["--section", "2"]
     path = section_log(tmp_path, {1: "ib_gdr_linerate", 2: log})
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == code, res.stdout
     assert f"verdict: {verdict}" in res.stdout
 
 
 def test_check_of_a_run_missing_from_the_log_says_so(tmp_path):
     path = section_log(tmp_path, {1: "ib_gdr_linerate"})
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "no 4-node run in this log" in res.stdout
 
 
@@ -138,14 +136,12 @@ def test_host_network_check_names_the_bootstrap_interface(tmp_path, pod_interfac
         rail.pop("rootDevices", None)
         rail.setdefault("interface", f"ib{p['fabric']['rails'].index(rail)}")
     p["acceptance"] = {"enabled": True, "nodes": 2, "scaling": [1]}
-    _, runs = acceptance.plan(PlatformConfig.model_validate(p).acceptance,
-                              make_profile(PlatformConfig.model_validate(p)))
+    _, runs = acceptance.plan(PlatformConfig.model_validate(p).acceptance, make_profile(PlatformConfig.model_validate(p)))
     (run,) = [r for r in runs if r["nodes"] == 2]
     args = shlex.split(run["check"])
     assert args[args.index("--bootstrap") + 1] == pod_interface
     path = section_log(tmp_path, {1: "ib_gdr_linerate", 2: "ib_gdr_linerate"})
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == code, res.stdout
     if code:
         assert "names bond0 but NCCL used eth0" in res.stdout

@@ -45,10 +45,13 @@ def test_the_circle_detector_sees_a_circle():
         list(graphlib.TopologicalSorter(graph).static_order())
 
 
-@pytest.mark.parametrize(("module", "must_not_import"), [
-    ("kinds", {"config", "fabric", "profile"}),  # the table is pure data: everyone reads it
-    ("config", {"fabric", "profile", "training_job", "acceptance", "stack"}),  # models know no builders
-    ("fabric", {"profile", "training_job", "stack"}),
-])
+@pytest.mark.parametrize(
+    ("module", "must_not_import"),
+    [
+        ("kinds", {"config", "fabric", "profile"}),  # the table is pure data: everyone reads it
+        ("config", {"fabric", "profile", "training_job", "acceptance", "stack"}),  # models know no builders
+        ("fabric", {"profile", "training_job", "stack"}),
+    ],
+)
 def test_layering(module, must_not_import):
     assert not (import_graph()[module] & must_not_import)

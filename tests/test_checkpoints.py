@@ -14,24 +14,27 @@ def test_checkpoint_storage():
     assert "proto=rdma" in sc["mountOptions"] and "port=20049" in sc["mountOptions"]
     assert checkpoints.storage_class(cfg("prod-roce")) is None
     claims = checkpoints.claims(cfg("prod-roce"))
-    assert [(c["metadata"]["namespace"], c["spec"]["storageClassName"]) for c in claims] == [
-        ("training", "ceph-cephfs-rwx"), ("research", "ceph-cephfs-rwx")]
+    assert [(c["metadata"]["namespace"], c["spec"]["storageClassName"]) for c in claims] == [("training", "ceph-cephfs-rwx"), ("research", "ceph-cephfs-rwx")]
     assert all(c["spec"]["accessModes"] == ["ReadWriteMany"] for c in claims)
 
 
-CSI_DEFAULT_TOLERATIONS = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in (
-    "node-role.kubernetes.io/master", "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/control-plane",
-    "CriticalAddonsOnly")]
+CSI_DEFAULT_TOLERATIONS = [
+    {"key": k, "operator": "Exists", "effect": "NoSchedule"}
+    for k in ("node-role.kubernetes.io/master", "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/control-plane", "CriticalAddonsOnly")
+]
 
 
-@pytest.mark.parametrize(("changes", "controller"), [
-    ({"checkpoints__nfs__rdma": False}, {"defaultOnDeletePolicy": "retain"}),
-    ({}, {"defaultOnDeletePolicy": "retain", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-          "tolerations": [*CSI_DEFAULT_TOLERATIONS, GPU_TAINT]}),
-    ({"gpu__taintKey": "dedicated"}, {"defaultOnDeletePolicy": "retain",
-                                      "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-                                      "tolerations": [*CSI_DEFAULT_TOLERATIONS, GPU_TAINT, DEDICATED]}),
-])
+@pytest.mark.parametrize(
+    ("changes", "controller"),
+    [
+        ({"checkpoints__nfs__rdma": False}, {"defaultOnDeletePolicy": "retain"}),
+        ({}, {"defaultOnDeletePolicy": "retain", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "tolerations": [*CSI_DEFAULT_TOLERATIONS, GPU_TAINT]}),
+        (
+            {"gpu__taintKey": "dedicated"},
+            {"defaultOnDeletePolicy": "retain", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "tolerations": [*CSI_DEFAULT_TOLERATIONS, GPU_TAINT, DEDICATED]},
+        ),
+    ],
+)
 def test_csi_nfs_controller_mounts_from_a_gpu_node_over_rdma(changes, controller):
     """kubernetes-csi/csi-driver-nfs@v4.13.4:pkg/nfs/controllerserver.go `CreateVolume` mounts the share with the
     StorageClass's mountOptions (`internalMount`) from the controller's node, on the host network

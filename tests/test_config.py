@@ -27,51 +27,38 @@ BAD = [
     ("dev", "gpu.perNode", "eight", ["fastpath:platform.gpu.perNode", "integer"]),
     ("dev", "gpu.perNode", 0, ["fastpath:platform.gpu.perNode", "greater than 0"]),
     ("dev", "fabric.kind", "ethernet", ["fastpath:platform.fabric.kind", "infiniband", "tcp"]),
-    ("dev", "fabric.rails", [{"hca": "mlx5_0", "interface": "e0", "subnet": "10.0.0.0/24", "speedGbps": 100}],
-     ["fastpath:platform.fabric", "takes no rails"]),
-    ("prod-ib", "fabric.rails[3].interface", DELETE, ["fabric.attachment 'sriov'", "fabric.rails[3].interface",
-                                                      "pfNames"]),
-    ("prod-ib", "fabric.rails[1].subnet", "10.100.0.0/20", ["fabric.rails[0].subnet", "fabric.rails[1].subnet",
-                                                            "overlap"]),
+    ("dev", "fabric.rails", [{"hca": "mlx5_0", "interface": "e0", "subnet": "10.0.0.0/24", "speedGbps": 100}], ["fastpath:platform.fabric", "takes no rails"]),
+    ("prod-ib", "fabric.rails[3].interface", DELETE, ["fabric.attachment 'sriov'", "fabric.rails[3].interface", "pfNames"]),
+    ("prod-ib", "fabric.rails[1].subnet", "10.100.0.0/20", ["fabric.rails[0].subnet", "fabric.rails[1].subnet", "overlap"]),
     ("prod-ib", "fabric.rails[1].subnet", "10.100.16.1/20", ["fabric.rails[1].subnet", "host bits"]),
     ("prod-ib", "fabric.rails[5].hca", "mlx5_0", ["fabric.rails[0].hca", "fabric.rails[5].hca", "own HCA"]),
-    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared, hostdevice, hostnetwork or "
-                                                                   "rdma-only"]),
+    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared, hostdevice, hostnetwork or rdma-only"]),
     # A RoCE GID is an address on the rail's netdev: without a network attachment the pod has none.
-    ("prod-roce", "fabric.attachment", "rdma-only", ["fabric.attachment 'rdma-only'", "roce", "GID",
-                                                     "sriov, shared, hostdevice or hostnetwork"]),
+    ("prod-roce", "fabric.attachment", "rdma-only", ["fabric.attachment 'rdma-only'", "roce", "GID", "sriov, shared, hostdevice or hostnetwork"]),
     # On the host network eth0 is rarely the node's interface: NCCL bootstrap must be told which one.
     ("prod-roce", "fabric.attachment", "hostnetwork", ["'hostnetwork'", "fabric.podInterface", "bond0"]),
     ("prod-ib", "fabric.gidIndex", 3, ["fabric.gidIndex", "roce"]),
-    ("prod-roce", "fabric.ncclOverrides", {"NCCL_TIMEOUT": "1800"}, ["fabric.ncclOverrides",
-                                                                      "torch.distributed.init_process_group"]),
+    ("prod-roce", "fabric.ncclOverrides", {"NCCL_TIMEOUT": "1800"}, ["fabric.ncclOverrides", "torch.distributed.init_process_group"]),
     ("prod-roce", "fabric.ncclOverrides", {"NCCL_IB_HCAS": "mlx5"}, ["did you mean NCCL_IB_HCA"]),
     ("prod-roce", "fabric.ncclOverrides", {"NCCL_LL_THRESHOLD": "0"}, ["no longer read", "NCCL_PROTO"]),
     ("prod-roce", "fabric.ncclOverrides", {"NCCL_IB_DISABLE": True}, ["1 or 0", "reads 'true' as 0"]),
     ("prod-roce", "fabric.ncclOverrides", {"NCCL_IB_TC": "af31"}, ["NCCL_IB_TC takes an integer"]),
     ("dev", "gpu.gpuDirect", "dmabuf", ["gpu.gpuDirect", "tcp"]),
-    ("prod-ib", "gpu", {"product": "x", "perNode": 8, "gpuDirect": "peermem", "driverPreinstalled": True},
-     ["gpu.gpuDirect 'peermem'", "gpu.driverPreinstalled", "gpu.hostMofed"]),
+    ("prod-ib", "gpu", {"product": "x", "perNode": 8, "gpuDirect": "peermem", "driverPreinstalled": True}, ["gpu.gpuDirect 'peermem'", "gpu.driverPreinstalled", "gpu.hostMofed"]),
     ("prod-ib", "scheduler.queues[0].gpus", 999, ["scheduler.queues[0].gpus", "256 GPUs", "nodes.count 32"]),
     ("prod-ib", "scheduler.defaultQueue", "nope", ["scheduler.defaultQueue 'nope'", "research"]),
     ("prod-ib", "scheduler.queues[1].name", "research", ["scheduler.queues", "more than once"]),
     ("prod-ib", "checkpoints", DELETE, ["components.checkpointStorage", "checkpoints.nfs"]),
-    ("prod-roce", "checkpoints.nfs", {"server": "x", "share": "/y"}, ["exactly one of checkpoints.nfs",
-                                                                      "checkpoints.storageClass"]),
-    ("prod-roce", "fabric.rails[0].subnet", "192.168.100.0/29", ["fabric.rails[0].subnet", "nodes.count 16",
-                                                                 "larger subnet"]),
+    ("prod-roce", "checkpoints.nfs", {"server": "x", "share": "/y"}, ["exactly one of checkpoints.nfs", "checkpoints.storageClass"]),
+    ("prod-roce", "fabric.rails[0].subnet", "192.168.100.0/29", ["fabric.rails[0].subnet", "nodes.count 16", "larger subnet"]),
     # 32 nodes x (8 VFs x 2) addresses: 40 blocks of 16 (32 nodes + 8 spare) need a /22; a /23 holds 31.
-    ("prod-ib", "fabric.rails[1].subnet", "10.100.16.0/23", ["fabric.rails[1].subnet 10.100.16.0/23", "31 blocks of 16",
-                                                             "needs 40", "8 spare", "/22 or larger"]),
-    ("prod-ib", "fabric.rails[3].rootDevices", ["0000:40:00.0"], ["exactly one of fabric.rails[3].interface",
-                                                                  "fabric.rails[3].rootDevices"]),
+    ("prod-ib", "fabric.rails[1].subnet", "10.100.16.0/23", ["fabric.rails[1].subnet 10.100.16.0/23", "31 blocks of 16", "needs 40", "8 spare", "/22 or larger"]),
+    ("prod-ib", "fabric.rails[3].rootDevices", ["0000:40:00.0"], ["exactly one of fabric.rails[3].interface", "fabric.rails[3].rootDevices"]),
     ("prod-ib", "fabric.rails[3].rootDevices", ["40:00.0"], ["fabric.rails[3].rootDevices[0]", "pattern"]),
-    ("prod-roce", "fabric.rails[0].rootDevices", ["0000:40:00.0"], ["fabric.rails[0].rootDevices only applies",
-                                                                    "fabric.rails[0].interface"]),
+    ("prod-roce", "fabric.rails[0].rootDevices", ["0000:40:00.0"], ["fabric.rails[0].rootDevices only applies", "fabric.rails[0].interface"]),
     ("prod-roce", "fabric.sriovMaxUnavailable", 2, ["fabric.sriovMaxUnavailable", "'sriov'"]),
     ("prod-ib", "fabric.sriovMaxUnavailable", "150%", ["fabric.sriovMaxUnavailable"]),
-    ("dev", "monitoring", {"serviceMonitorLabels": {"release": "kps"}}, ["monitoring.serviceMonitorLabels",
-                                                                        "monitoring.enabled true"]),
+    ("dev", "monitoring", {"serviceMonitorLabels": {"release": "kps"}}, ["monitoring.serviceMonitorLabels", "monitoring.enabled true"]),
     ("dev", "checkpoints.nfs.rdma", True, ["checkpoints.nfs.rdma", "'tcp'", "false"]),
     ("dev", "components.networkOperator", True, ["components.networkOperator", "'tcp'"]),
     ("dev", "cluster", "Dev_Cluster", ["fastpath:platform.cluster", "pattern"]),
@@ -123,14 +110,15 @@ def test_sriov_rails_by_pci_address_in_several_namespaces_are_accepted():
 def test_one_pf_address_serves_one_rail():
     platform = by_pci_address(stack_platform("prod-ib"))
     platform["fabric"]["rails"][5]["rootDevices"] = ["0000:18:00.0"]
-    with pytest.raises(config.ConfigError, match=r"fabric.rails\[0\].rootDevices and fabric.rails\[5\].rootDevices both "
-                                                 r"list 0000:18:00.0: each PF serves one rail"):
+    with pytest.raises(
+        config.ConfigError,
+        match=r"fabric.rails\[0\].rootDevices and fabric.rails\[5\].rootDevices both "
+        r"list 0000:18:00.0: each PF serves one rail",
+    ):
         stack.parse({"platform": platform}, "stacks/Pulumi.prod-ib.yaml")
 
 
-@pytest.mark.parametrize(("value", "enabled", "labels"), [
-    (True, True, {}), (False, False, {}),
-    ({"enabled": True, "serviceMonitorLabels": {"release": "kps"}}, True, {"release": "kps"})])
+@pytest.mark.parametrize(("value", "enabled", "labels"), [(True, True, {}), (False, False, {}), ({"enabled": True, "serviceMonitorLabels": {"release": "kps"}}, True, {"release": "kps"})])
 def test_monitoring_takes_an_object_or_the_old_bool(value, enabled, labels):
     platform = stack_platform("dev")
     platform["monitoring"] = value

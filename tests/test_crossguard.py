@@ -31,8 +31,7 @@ def engine_args(obj: dict, config: dict | None = None) -> ResourceValidationArgs
     struct.update(obj)  # protobuf Struct: every number becomes a double, as on the wire
     props = unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
     group_version = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
-    return ResourceValidationArgs(f"kubernetes:{group_version}:{obj['kind']}", props,
-                                  f"urn:pulumi:s::p::{obj['kind']}::x", "x", None, None, config or {})
+    return ResourceValidationArgs(f"kubernetes:{group_version}:{obj['kind']}", props, f"urn:pulumi:s::p::{obj['kind']}::x", "x", None, None, config or {})
 
 
 def run_policy(policy, obj, config=None) -> list[str]:
@@ -47,8 +46,7 @@ def engine_stack(objects: list[dict], config: dict | None = None) -> StackValida
     resources = []
     for i, obj in enumerate(objects):
         args = engine_args(obj)
-        resources.append(PolicyResource(args.resource_type, args.props, f"{args.urn}{i}", args.name, options, None,
-                                        None, [], {}))
+        resources.append(PolicyResource(args.resource_type, args.props, f"{args.urn}{i}", args.name, options, None, None, [], {}))
     return StackValidationArgs(resources, config or {})
 
 
@@ -61,8 +59,7 @@ def run_stack_policy(policy, objects, config=None) -> list[tuple[str, str | None
 POLICIES = {p.name: p for p in pack.policies()}
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/*/*.yaml")), ids=lambda p: f"{p.parent.parent.name}/"
-                         f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/*/*.yaml")), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
 def test_engine_path_agrees_with_the_linter(path):
     rule_id = path.parent.parent.name
     objects = [o for _, o in lint.load([path])]
@@ -84,8 +81,7 @@ def test_engine_path_agrees_with_the_linter(path):
 def test_numbers_arrive_as_floats_and_are_normalized():
     (obj,) = [o for _, o in lint.load([FIXTURES / "gpu-procs-match" / "fail" / "fewer-procs.yaml"])]
     args = engine_args(obj)
-    limits = args.props["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"][
-        "limits"]
+    limits = args.props["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert isinstance(limits["nvidia.com/gpu"], float)  # what the engine hands a policy
     messages = run_policy(POLICIES["gpu-procs-match"], obj)
     assert len(messages) == 2  # Master and Worker
@@ -99,8 +95,7 @@ def test_policy_config_reaches_the_rule():
 
 
 def test_non_kubernetes_resources_are_ignored():
-    args = ResourceValidationArgs("aws:s3/bucket:Bucket", unknown_checking_proxy({"bucket": "x"}), "urn", "x",
-                                  None, None, {})
+    args = ResourceValidationArgs("aws:s3/bucket:Bucket", unknown_checking_proxy({"bucket": "x"}), "urn", "x", None, None, {})
     found = []
     POLICIES["image-pinned"].validate(args, lambda m, u=None: found.append(m))
     assert found == []
@@ -140,8 +135,7 @@ def test_job_rules_read_engine_floats_as_counts():
     assert run_policy(POLICIES["restart-budget"], elastic) == []  # maxRestarts 5.0 still counts as >= 1
     levels = {p.name: p.enforcement_level for p in pack.policies()}
     assert levels["mpi-launcher-placement"] == EnforcementLevel.ADVISORY
-    assert all(levels[r] == EnforcementLevel.MANDATORY
-               for r in ("clean-pod-policy", "restart-budget", "init-fail-fast", "nccl-net-set", "shm-mounted"))
+    assert all(levels[r] == EnforcementLevel.MANDATORY for r in ("clean-pod-policy", "restart-budget", "init-fail-fast", "nccl-net-set", "shm-mounted"))
 
 
 def test_hostnetwork_dns_reads_engine_props():
@@ -181,8 +175,7 @@ def _prod_v2() -> list[dict]:
 def _runtime_pair() -> list[dict]:
     """README's TrainJob and prod-v2's fastpath-torch, as a stack holds them."""
     (job,) = [o for _, o in lint.load([ROOT / "tests" / "lint_corpus" / "trainjob-researcher-readme.yaml"])]
-    runtime = next(o for o in _prod_v2() if o["kind"] == "ClusterTrainingRuntime"
-                   and o["metadata"]["name"] == "fastpath-torch")
+    runtime = next(o for o in _prod_v2() if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == "fastpath-torch")
     return [job, runtime]
 
 
@@ -204,8 +197,7 @@ def test_resource_policies_leave_trainjobs_to_the_stack_view():
     (job,) = [o for o in _prod_v2() if o["kind"] == "TrainJob" and o["metadata"]["name"] == "llama-sft"]
     assert all(run_policy(p, job) == [] for p in pack.policies() if isinstance(p, ResourceValidationPolicy))
     messages = run_stack_policy(POLICIES["trainjob-runtime-advisory"], [job])
-    assert [m.split(":")[0] for m, _ in messages] == ["runtimeRef names ClusterTrainingRuntime fastpath-torch, which "
-                                                       "is not among the objects checked"]
+    assert [m.split(":")[0] for m, _ in messages] == ["runtimeRef names ClusterTrainingRuntime fastpath-torch, which is not among the objects checked"]
 
 
 def test_stack_policy_judges_the_trainjob_by_its_runtime_with_engine_floats():
@@ -232,7 +224,6 @@ def test_stack_policy_carries_the_other_rules_findings_with_their_id():
     mandatory = [m for m, _ in run_stack_policy(POLICIES["trainjob-runtime"], [job, runtime])]
     advisory = [m for m, _ in run_stack_policy(POLICIES["trainjob-runtime-advisory"], [job, runtime])]
     assert [m.split(": ")[0] for m in mandatory] == ["image-pinned"]
-    assert mandatory[0].startswith("image-pinned: in the pods ClusterTrainingRuntime fastpath-torch gives it: node "
-                                   "container 'node': image 'nvcr.io/nvidia/pytorch:latest'")
+    assert mandatory[0].startswith("image-pinned: in the pods ClusterTrainingRuntime fastpath-torch gives it: node container 'node': image 'nvcr.io/nvidia/pytorch:latest'")
     assert [m.split(": ")[0] for m in advisory] == ["nccl-debug-trace"]
     assert run_stack_policy(POLICIES["trainjob-runtime"], [job, runtime], {"exemptNamespaces": ["research"]}) == []

@@ -6,9 +6,7 @@ from pydantic import BaseModel
 from components import config
 from tools import gendocs
 
-MODELS = [m for m in vars(config).values()
-          if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == config.__name__
-          and not m.__name__.startswith("_")]
+MODELS = [m for m in vars(config).values() if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == config.__name__ and not m.__name__.startswith("_")]
 
 
 def test_config_reference_is_current():

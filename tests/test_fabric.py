@@ -18,47 +18,108 @@ DEFAULT_BOOT = {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NC
 
 # (id, fabric config, GPUs in the pod, GPUs per node, exact env, exact resources, capabilities, networks)
 CASES = [
-    ("tcp", {"kind": "tcp"}, 4, 4,
-     {"NCCL_IB_DISABLE": "1", **DEFAULT_BOOT}, {}, (), []),
-    ("ib-shared-dgx", {"kind": "infiniband", "attachment": "shared", "rails": rails(8)}, 8, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11",
-      "NCCL_NET": "IB", **DEFAULT_BOOT},
-     {f"rdma/shared_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-shared" for i in range(8)]),
-    ("ib-sriov-vf-names", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 8, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
-     {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(8)]),
+    ("tcp", {"kind": "tcp"}, 4, 4, {"NCCL_IB_DISABLE": "1", **DEFAULT_BOOT}, {}, (), []),
+    (
+        "ib-shared-dgx",
+        {"kind": "infiniband", "attachment": "shared", "rails": rails(8)},
+        8,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {f"rdma/shared_rail{i}": 1 for i in range(8)},
+        ("IPC_LOCK",),
+        [f"rail{i}-shared" for i in range(8)],
+    ),
+    (
+        "ib-sriov-vf-names",
+        {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)},
+        8,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)},
+        ("IPC_LOCK",),
+        [f"rail{i}-sriov" for i in range(8)],
+    ),
     # A half-node pod is on every rail (a VF each): NCCL pairs whichever GPUs it got with their local NICs.
-    ("ib-sriov-half-node", {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)}, 4, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
-     {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)}, ("IPC_LOCK",), [f"rail{i}-sriov" for i in range(8)]),
-    ("roce-shared-2rails-gid", {"kind": "roce", "attachment": "shared", "gidIndex": 3,
-                                "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 4, 4,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3", "NCCL_NET": "IB",
-      **DEFAULT_BOOT},
-     {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1}, ("IPC_LOCK",), ["rail0-shared", "rail1-shared"]),
+    (
+        "ib-sriov-half-node",
+        {"kind": "infiniband", "attachment": "sriov", "rails": rails(8)},
+        4,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {f"nvidia.com/sriov_rail{i}": 1 for i in range(8)},
+        ("IPC_LOCK",),
+        [f"rail{i}-sriov" for i in range(8)],
+    ),
+    (
+        "roce-shared-2rails-gid",
+        {"kind": "roce", "attachment": "shared", "gidIndex": 3, "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)},
+        4,
+        4,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1},
+        ("IPC_LOCK",),
+        ["rail0-shared", "rail1-shared"],
+    ),
     # No GID index: NCCL picks the GID itself, within the rails' supernet (10.0.0.0/16 + 10.1.0.0/16).
-    ("roce-shared-2rails-auto-gid", {"kind": "roce", "attachment": "shared",
-                                     "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 2, 4,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15",
-      "NCCL_NET": "IB", **DEFAULT_BOOT},
-     {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1}, ("IPC_LOCK",), ["rail0-shared", "rail1-shared"]),
-    ("roce-hostdevice-full-node", {"kind": "roce", "attachment": "hostdevice",
-                                   "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)}, 4, 4,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15",
-      "NCCL_NET": "IB", **DEFAULT_BOOT},
-     {"nvidia.com/hostdev_rail0": 1, "nvidia.com/hostdev_rail1": 1}, ("IPC_LOCK",),
-     ["rail0-hostdevice", "rail1-hostdevice"]),
-    ("efa-p5", {"kind": "efa", "efaDevicesPerNode": 32}, 8, 8,
-     {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "Libfabric", **DEFAULT_BOOT},
-     {"vpc.amazonaws.com/efa": 32}, ("IPC_LOCK",), []),
-    ("ib-plugin-net", {"kind": "infiniband", "attachment": "sriov", "rails": rails(1), "ncclNet": "IBext_v11"},
-     8, 8, {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IBext_v11", **DEFAULT_BOOT},
-     {"nvidia.com/sriov_rail0": 1}, ("IPC_LOCK",), ["rail0-sriov"]),
-    ("roce-overrides-win", {"kind": "roce", "attachment": "shared", "rails": rails(1, ["mlx5_2"]),
-                            "ncclOverrides": {"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO"}}, 8, 8,
-     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_2", "NCCL_IB_ADDR_RANGE": "10.0.0.0/16", "NCCL_NET": "IB",
-      "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO", "NCCL_IB_TC": "106"},
-     {"rdma/shared_rail0": 1}, ("IPC_LOCK",), ["rail0-shared"]),
+    (
+        "roce-shared-2rails-auto-gid",
+        {"kind": "roce", "attachment": "shared", "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)},
+        2,
+        4,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1},
+        ("IPC_LOCK",),
+        ["rail0-shared", "rail1-shared"],
+    ),
+    (
+        "roce-hostdevice-full-node",
+        {"kind": "roce", "attachment": "hostdevice", "rails": rails(2, ["mlx5_0", "mlx5_1"], 200)},
+        4,
+        4,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_ADDR_RANGE": "10.0.0.0/15", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {"nvidia.com/hostdev_rail0": 1, "nvidia.com/hostdev_rail1": 1},
+        ("IPC_LOCK",),
+        ["rail0-hostdevice", "rail1-hostdevice"],
+    ),
+    (
+        "efa-p5",
+        {"kind": "efa", "efaDevicesPerNode": 32},
+        8,
+        8,
+        {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "Libfabric", **DEFAULT_BOOT},
+        {"vpc.amazonaws.com/efa": 32},
+        ("IPC_LOCK",),
+        [],
+    ),
+    (
+        "ib-plugin-net",
+        {"kind": "infiniband", "attachment": "sriov", "rails": rails(1), "ncclNet": "IBext_v11"},
+        8,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IBext_v11", **DEFAULT_BOOT},
+        {"nvidia.com/sriov_rail0": 1},
+        ("IPC_LOCK",),
+        ["rail0-sriov"],
+    ),
+    (
+        "roce-overrides-win",
+        {"kind": "roce", "attachment": "shared", "rails": rails(1, ["mlx5_2"]), "ncclOverrides": {"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO"}},
+        8,
+        8,
+        {
+            "NCCL_IB_DISABLE": "0",
+            "NCCL_IB_HCA": "=mlx5_2",
+            "NCCL_IB_ADDR_RANGE": "10.0.0.0/16",
+            "NCCL_NET": "IB",
+            "NCCL_SOCKET_IFNAME": "=eth0",
+            "GLOO_SOCKET_IFNAME": "eth0",
+            "NCCL_DEBUG": "INFO",
+            "NCCL_IB_TC": "106",
+        },
+        {"rdma/shared_rail0": 1},
+        ("IPC_LOCK",),
+        ["rail0-shared"],
+    ),
 ]
 
 
@@ -78,8 +139,7 @@ def test_tcp_refuses_an_nccl_net():
 # NCCL_NET (NVIDIA/nccl@v2.30.7-1:src/init.cc, ncclGetEnv; documented "since 2.10" in the catalogue vendored from
 # ../shared/upstream/nccl_env.json): with it set, NCCL fails at init when that network module cannot run instead
 # of falling back to sockets. NCCL_IB_ADDR_RANGE (src/transport/net_ib/connect.cc, since 2.21) takes one CIDR.
-@pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_pod_wiring(fab, gpus, per_node, env, resources, caps, networks):
     w = fabric.pod_wiring(FabricConfig.model_validate(fab), "training", gpus, per_node)
     assert w.env == env
@@ -88,8 +148,7 @@ def test_pod_wiring(fab, gpus, per_node, env, resources, caps, networks):
     assert w.capabilities == caps
     if networks:
         annotation = json.loads(w.annotations[fabric.NETWORKS_ANNOTATION])
-        assert annotation == [{"name": n, "namespace": "training", "interface": f"net{i + 1}"}
-                              for i, n in enumerate(networks)]
+        assert annotation == [{"name": n, "namespace": "training", "interface": f"net{i + 1}"} for i, n in enumerate(networks)]
         assert w.interfaces == tuple(f"net{i + 1}" for i in range(len(networks)))
     else:
         assert w.annotations == {}
@@ -105,12 +164,15 @@ def test_debug_turns_on_init_and_net_logging():
     assert w.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
 
 
-@pytest.mark.parametrize(("fab", "transport"), [
-    ({"kind": "tcp"}, "socket"),
-    ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
-    ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "roce"),
-    ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
-])
+@pytest.mark.parametrize(
+    ("fab", "transport"),
+    [
+        ({"kind": "tcp"}, "socket"),
+        ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
+        ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "roce"),
+        ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
+    ],
+)
 def test_expected_transport(fab, transport):
     assert fabric.pod_wiring(FabricConfig.model_validate(fab), "t", 8, 8).transport == transport
 
@@ -120,10 +182,16 @@ def test_busbw_at_0_9_of_8x400g_ndr_is_360():
     assert fabric.expected_busbw_gbps(f) == 360.0
 
 
-@pytest.mark.parametrize(("value", "needs"), [
-    ("mlx5_1,mlx5_10", True), ("=mlx5_1,mlx5_10", False), ("^=mlx5_1,mlx5_10", False),
-    ("mlx5_0,mlx5_3", False), ("mlx5_1:1,mlx5_11:1", True),
-])
+@pytest.mark.parametrize(
+    ("value", "needs"),
+    [
+        ("mlx5_1,mlx5_10", True),
+        ("=mlx5_1,mlx5_10", False),
+        ("^=mlx5_1,mlx5_10", False),
+        ("mlx5_0,mlx5_3", False),
+        ("mlx5_1:1,mlx5_11:1", True),
+    ],
+)
 def test_needs_exact(value, needs):
     assert nccl.needs_exact(value) is needs
 

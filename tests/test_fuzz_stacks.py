@@ -23,6 +23,7 @@ RANDOM = bool(os.environ.get("FASTPATH_FUZZ_EXAMPLES"))
 def stack_raw(stack: str) -> dict:
     cfg, _ = render.load_stack_config(stack)
     import json
+
     raw = {k.split(":", 1)[1]: json.loads(v) for k, v in cfg.items() if k.startswith("fastpath:")}
     raw.setdefault("jobs", [])
     assert raw["platform"] == stack_platform(stack)
@@ -40,13 +41,38 @@ def paths(node, prefix=()):
 
 
 WEIRD = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(min_value=-3, max_value=3), st.sampled_from([0, 2**31, 2**63, 10**12, 65536, 127, 128]),
-    st.floats(allow_nan=False, allow_infinity=False, width=32), st.sampled_from([8.0, 0.5, 1e300]),
-    st.text(max_size=12), st.sampled_from(["", " ", "x" * 300, "Training", "kube-system", "-a", "a b", "é",
-                                           "nvidia.com/gpu", "10.0.0.0/8", "=eth0", "latest", "/dev/shm",
-                                           "NVIDIA A100-SXM4-80GB", "python", "mlx5_0", "1Ti", "$N", "{{ x }}"]),
-    st.lists(st.text(max_size=4), max_size=3), st.dictionaries(st.text(max_size=6), st.text(max_size=4), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=3),
+    st.sampled_from([0, 2**31, 2**63, 10**12, 65536, 127, 128]),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from([8.0, 0.5, 1e300]),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "x" * 300,
+            "Training",
+            "kube-system",
+            "-a",
+            "a b",
+            "é",
+            "nvidia.com/gpu",
+            "10.0.0.0/8",
+            "=eth0",
+            "latest",
+            "/dev/shm",
+            "NVIDIA A100-SXM4-80GB",
+            "python",
+            "mlx5_0",
+            "1Ti",
+            "$N",
+            "{{ x }}",
+        ]
+    ),
+    st.lists(st.text(max_size=4), max_size=3),
+    st.dictionaries(st.text(max_size=6), st.text(max_size=4), max_size=2),
 )
 
 
@@ -57,9 +83,31 @@ def plausible(value):
     if isinstance(value, int):
         return st.sampled_from(sorted({value - 1, value + 1, value * 2, value // 2, 0, 1, 2, 4, 8, 16, 2**31 - 1}))
     if isinstance(value, str):
-        return st.sampled_from([value.upper(), value + "-2", value[:1], " " + value, value.replace("-", "_"),
-                                "eth0", "ens3", "training", "research", "sriov", "shared", "hostdevice", "roce",
-                                "infiniband", "efa", "tcp", "mpi", "tensorflow", "dmabuf", "peermem", "none"])
+        return st.sampled_from(
+            [
+                value.upper(),
+                value + "-2",
+                value[:1],
+                " " + value,
+                value.replace("-", "_"),
+                "eth0",
+                "ens3",
+                "training",
+                "research",
+                "sriov",
+                "shared",
+                "hostdevice",
+                "roce",
+                "infiniband",
+                "efa",
+                "tcp",
+                "mpi",
+                "tensorflow",
+                "dmabuf",
+                "peermem",
+                "none",
+            ]
+        )
     if isinstance(value, list):
         return st.sampled_from([value[:1], value * 2, []]) if value else st.just([])
     if isinstance(value, dict):
@@ -95,8 +143,7 @@ def judge(stack: str, raw: dict) -> None:
         parse(raw, source)
     except ConfigError as err:
         lines = str(err).splitlines()
-        assert lines and all(line.startswith(f"{source}: fastpath:") or line.startswith(f"{source}: ...")
-                             for line in lines), str(err)
+        assert lines and all(line.startswith(f"{source}: fastpath:") or line.startswith(f"{source}: ...") for line in lines), str(err)
         return
     extra = {f"fastpath:{k}": v for k, v in raw.items()}
     try:
@@ -114,8 +161,7 @@ def judge(stack: str, raw: dict) -> None:
     assert not mandatory, mandatory
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(mutated())
 def test_any_stack_is_refused_with_a_key_or_renders_clean(case):
     judge(*case)

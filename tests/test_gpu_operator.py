@@ -5,34 +5,37 @@ import pytest
 from components import gpu_operator
 from tests.helpers import DEDICATED, GPU_TAINT, cfg
 
-CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
-                 "effect": "NoSchedule"}
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
 KPS_MONITOR = {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}}
 # (id, config changes, exact gpu-operator values); prod-ib is a DGX stack: driver and DOCA-OFED on the hosts.
 GPU_CASES = [
-    ("dmabuf-operator-driver", {"gpu__driverPreinstalled": False, "gpu__hostMofed": False},
-     {"driver": {"enabled": True}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
-    ("peermem-legacy", {"gpu__gpuDirect": "peermem", "gpu__driverPreinstalled": False, "gpu__hostMofed": False},
-     {"driver": {"enabled": True, "rdma": {"enabled": True}}, "nfd": {"enabled": True},
-      "dcgmExporter": KPS_MONITOR}),
+    ("dmabuf-operator-driver", {"gpu__driverPreinstalled": False, "gpu__hostMofed": False}, {"driver": {"enabled": True}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    (
+        "peermem-legacy",
+        {"gpu__gpuDirect": "peermem", "gpu__driverPreinstalled": False, "gpu__hostMofed": False},
+        {"driver": {"enabled": True, "rdma": {"enabled": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR},
+    ),
     # useHostMofed is read only on the peermem path: under DMA-BUF it would say something it does not do.
-    ("host-mofed-dmabuf", {}, {"driver": {"enabled": False}, "nfd": {"enabled": True},
-                               "dcgmExporter": KPS_MONITOR}),
-    ("host-mofed-peermem", {"gpu__gpuDirect": "peermem"},
-     {"driver": {"enabled": False, "rdma": {"enabled": True, "useHostMofed": True}}, "nfd": {"enabled": True},
-      "dcgmExporter": KPS_MONITOR}),
-    ("no-monitoring", {"monitoring": False},
-     {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": False}}}),
-    ("monitoring-labels", {"monitoring": {"enabled": True, "serviceMonitorLabels": {"release": "kps"}}},
-     {"driver": {"enabled": False}, "nfd": {"enabled": True},
-      "dcgmExporter": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kps"}}}}),
-    ("monitoring-bool", {"monitoring": True},
-     {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": True}}}),
-    ("custom-taint", {"gpu__taintKey": "dedicated"},
-     {"driver": {"enabled": False}, "nfd": {"enabled": True},
-      "daemonsets": {"tolerations": [GPU_TAINT, DEDICATED]},
-      "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, GPU_TAINT, DEDICATED]}},
-      "dcgmExporter": KPS_MONITOR}),
+    ("host-mofed-dmabuf", {}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    ("host-mofed-peermem", {"gpu__gpuDirect": "peermem"}, {"driver": {"enabled": False, "rdma": {"enabled": True, "useHostMofed": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    ("no-monitoring", {"monitoring": False}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": False}}}),
+    (
+        "monitoring-labels",
+        {"monitoring": {"enabled": True, "serviceMonitorLabels": {"release": "kps"}}},
+        {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kps"}}}},
+    ),
+    ("monitoring-bool", {"monitoring": True}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": True}}}),
+    (
+        "custom-taint",
+        {"gpu__taintKey": "dedicated"},
+        {
+            "driver": {"enabled": False},
+            "nfd": {"enabled": True},
+            "daemonsets": {"tolerations": [GPU_TAINT, DEDICATED]},
+            "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, GPU_TAINT, DEDICATED]}},
+            "dcgmExporter": KPS_MONITOR,
+        },
+    ),
 ]
 
 

@@ -34,13 +34,10 @@ def test_finished_job_gives_its_gpus_back(fw, size):
     MPI workers (`sleep 365d`) would keep 8 GPUs and 8 VFs each until the TTL. Every kind states Running, which
     deletes every pod that still holds its node (Running, Pending) and keeps finished pods for their logs."""
     m = manifest(fw, size)
-    pods = [op.Pod(r, "Running") for r in op.replicas(m)] + [op.Pod("Worker", "Pending"),
-                                                           op.Pod("Worker", "Failed"), op.Pod("Worker", "Succeeded")]
+    pods = [op.Pod(r, "Running") for r in op.replicas(m)] + [op.Pod("Worker", "Pending"), op.Pod("Worker", "Failed"), op.Pod("Worker", "Succeeded")]
     deleted = op.deleted_when_finished(m, pods)
-    assert {(p.replica, p.phase) for p in deleted} == {(p.replica, p.phase) for p in pods
-                                                       if p.phase in ("Running", "Pending")}
-    default = {**m, "spec": {**m["spec"], "runPolicy": {k: v for k, v in m["spec"]["runPolicy"].items()
-                                                        if k != "cleanPodPolicy"}}}
+    assert {(p.replica, p.phase) for p in deleted} == {(p.replica, p.phase) for p in pods if p.phase in ("Running", "Pending")}
+    default = {**m, "spec": {**m["spec"], "runPolicy": {k: v for k, v in m["spec"]["runPolicy"].items() if k != "cleanPodPolicy"}}}
     assert op.deleted_when_finished(default, pods) == []  # what the explicit policy is for
 
 
@@ -83,12 +80,16 @@ def test_a_failed_preflight_ends_the_pod_and_the_job(fw, size):
     assert op.is_retryable(op.PLACEHOLDER_EXIT_CODE)  # why an init container under ExitCode would loop
 
 
-@pytest.mark.parametrize(("pod", "outcome"), [
-    (op.Pod("Worker", "Running", deleting=True), "recreated"),   # its node is gone: Terminating, not Failed
-    (op.Pod("Worker", "Failed", exit_code=143), "recreated"),    # drained, evicted, preempted: LAUNCH's 143
-    (op.Pod("Worker", "Failed", exit_code=1), "Failed"),         # torchrun gave up (max restarts, join timeout)
-    (op.Pod("Worker", "Failed", exit_code=3), "Failed"),         # preflight
-], ids=["node-lost", "drained", "torchrun-gave-up", "preflight"])
+@pytest.mark.parametrize(
+    ("pod", "outcome"),
+    [
+        (op.Pod("Worker", "Running", deleting=True), "recreated"),  # its node is gone: Terminating, not Failed
+        (op.Pod("Worker", "Failed", exit_code=143), "recreated"),  # drained, evicted, preempted: LAUNCH's 143
+        (op.Pod("Worker", "Failed", exit_code=1), "Failed"),  # torchrun gave up (max restarts, join timeout)
+        (op.Pod("Worker", "Failed", exit_code=3), "Failed"),  # preflight
+    ],
+    ids=["node-lost", "drained", "torchrun-gave-up", "preflight"],
+)
 def test_pytorch_job_survives_a_lost_or_drained_pod_and_fails_on_a_real_failure(pod, outcome):
     """kubeflow/trainer@v1.9.4:pkg/core/status.go counts a Running pod with a deletionTimestamp as failed, and
     pytorchjob_controller.go UpdateJobStatus fails the job for a failed pod under Never: a lost node or a drain
@@ -97,8 +98,7 @@ def test_pytorch_job_survives_a_lost_or_drained_pod_and_fails_on_a_real_failure(
     m = manifest("pytorch", "fixed", nodes=16)
     survivors = [op.Pod("Worker", "Running") for _ in range(15)]
     assert op.pytorch_outcome(m, [*survivors, pod]) == outcome
-    never = {**m, "spec": {**m["spec"], "pytorchReplicaSpecs": {"Worker": {
-        **m["spec"]["pytorchReplicaSpecs"]["Worker"], "restartPolicy": "Never"}}}}
+    never = {**m, "spec": {**m["spec"], "pytorchReplicaSpecs": {"Worker": {**m["spec"]["pytorchReplicaSpecs"]["Worker"], "restartPolicy": "Never"}}}}
     assert op.pytorch_outcome(never, [*survivors, pod]) == "Failed"  # what Never would have done
 
 
@@ -117,10 +117,8 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     assert op.job_succeeds_when(m) == "any worker"
     # Kept off GPU nodes and this job's nodes when it can be: a lost GPU node must not take the store along.
     aff = deployment["spec"]["template"]["spec"]["affinity"]
-    assert aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
-        "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
-    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
-        "labelSelector"]["matchLabels"][training_job.ROLE_LABEL] == "worker"
+    assert aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
+    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"][training_job.ROLE_LABEL] == "worker"
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)
@@ -144,8 +142,7 @@ def test_every_container_is_guaranteed_and_on_whole_cores(fw, size):
 
 def test_rendezvous_store_script_is_what_the_restart_test_runs():
     """The store the pods run is the one tests/test_restart.py starts: the same code and port variable."""
-    r = training_job.resolve(JobSpec(name="x", image="nvcr.io/nvidia/pytorch:25.10-py3", command=["python", "t.py"],
-                                     nodes=2), profile_for("tcp"))
+    r = training_job.resolve(JobSpec(name="x", image="nvcr.io/nvidia/pytorch:25.10-py3", command=["python", "t.py"], nodes=2), profile_for("tcp"))
     (c,) = training_job.rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["python", "-c", training_job.RDZV_STORE]
     assert {"name": "FASTPATH_RDZV_PORT", "value": str(training_job.RDZV_PORT)} in c["env"]
@@ -160,17 +157,20 @@ def launch(tmp_path: Path, child: list[str], preflight: str | None = None) -> su
         script = tmp_path / "preflight.sh"
         script.write_text(preflight)
         env["FASTPATH_PREFLIGHT"] = str(script)
-    return subprocess.Popen(["sh", "-c", training_job.LAUNCH, "fastpath", *child], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(["sh", "-c", training_job.LAUNCH, "fastpath", *child], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-@pytest.mark.parametrize(("child", "preflight", "code"), [
-    (["true"], None, 0),
-    (["sh", "-c", "exit 1"], None, 1),                     # torchrun gave up: not retryable, the job fails
-    (["sh", "-c", "kill -9 $$"], None, 1),                 # an OOM kill is not a reason to come back forever
-    (["true"], "echo 'preflight FAIL: 4 GPUs visible'; exit 1", 3),
-    (["true"], "exit 0", 0),
-], ids=["ok", "torchrun-failed", "oom-killed", "preflight-failed", "preflight-passed"])
+@pytest.mark.parametrize(
+    ("child", "preflight", "code"),
+    [
+        (["true"], None, 0),
+        (["sh", "-c", "exit 1"], None, 1),  # torchrun gave up: not retryable, the job fails
+        (["sh", "-c", "kill -9 $$"], None, 1),  # an OOM kill is not a reason to come back forever
+        (["true"], "echo 'preflight FAIL: 4 GPUs visible'; exit 1", 3),
+        (["true"], "exit 0", 0),
+    ],
+    ids=["ok", "torchrun-failed", "oom-killed", "preflight-failed", "preflight-passed"],
+)
 def test_pytorch_entrypoint_exit_codes(tmp_path, child, preflight, code):
     p = launch(tmp_path, child, preflight)
     out, _ = p.communicate(timeout=30)
@@ -201,37 +201,37 @@ def mpi_world(tmp_path: Path, workers: dict[str, str], mpirun_fails: int) -> tup
     (mpi / "hostfile").write_text("".join(f"{w} slots=8\n" for w in workers))
     log = tmp_path / "calls"
     up = " ".join(w for w, s in workers.items() if s == "up")
-    (mpi / "kubexec.sh").write_text(f'#!/bin/sh\necho "exec $*" >> {log}\ncase " {up} " in *" $1 "*) exit 0;; esac\n'
-                                    "exit 1\n")
-    states = "".join(f'  {w}) echo "{"Failed" if s == "Failed" else "Running"}'
-                     f'{" 2026-11-22T10:00:00Z" if s == "deleting" else ""}";;\n' for w, s in workers.items())
+    (mpi / "kubexec.sh").write_text(f'#!/bin/sh\necho "exec $*" >> {log}\ncase " {up} " in *" $1 "*) exit 0;; esac\nexit 1\n')
+    states = "".join(f'  {w}) echo "{"Failed" if s == "Failed" else "Running"}{" 2026-11-22T10:00:00Z" if s == "deleting" else ""}";;\n' for w, s in workers.items())
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(f'#!/bin/sh\ncase "$3" in\n{states}esac\n')
     count = tmp_path / "count"
     mpirun = tmp_path / "mpirun"
-    mpirun.write_text(f'#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n'
-                      f'echo "mpirun $*" >> {log}\n[ "$n" -ge {mpirun_fails} ]\n')
+    mpirun.write_text(f'#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\necho "mpirun $*" >> {log}\n[ "$n" -ge {mpirun_fails} ]\n')
     for f in (mpi / "kubexec.sh", kubectl, mpirun):
         f.chmod(0o755)
     env = {"PATH": os.environ["PATH"], "FASTPATH_MPI_DIR": str(mpi), "FASTPATH_KUBECTL": str(kubectl)}
     return [str(mpirun), "-np", "16", "all_reduce_perf_mpi"], env
 
 
-@pytest.mark.parametrize(("workers", "fails", "max_restarts", "code", "mpiruns"), [
-    ({"w-0": "up", "w-1": "up"}, 0, 3, 0, 1),
-    ({"w-0": "up", "w-1": "up"}, 2, 3, 0, 3),        # relaunched twice, then through
-    ({"w-0": "up", "w-1": "up"}, 5, 3, 1, 4),        # 1 + maxRestarts attempts, then the job fails
-    ({"w-0": "up", "w-1": "Failed"}, 0, 3, 2, 0),    # a worker's preflight failed: stop at once
-    ({"w-0": "up", "w-1": "deleting"}, 0, 3, 2, 0),  # a worker's node is gone: stop at once
-], ids=["ok", "two-failures", "out-of-restarts", "worker-failed", "worker-deleting"])
+@pytest.mark.parametrize(
+    ("workers", "fails", "max_restarts", "code", "mpiruns"),
+    [
+        ({"w-0": "up", "w-1": "up"}, 0, 3, 0, 1),
+        ({"w-0": "up", "w-1": "up"}, 2, 3, 0, 3),  # relaunched twice, then through
+        ({"w-0": "up", "w-1": "up"}, 5, 3, 1, 4),  # 1 + maxRestarts attempts, then the job fails
+        ({"w-0": "up", "w-1": "Failed"}, 0, 3, 2, 0),  # a worker's preflight failed: stop at once
+        ({"w-0": "up", "w-1": "deleting"}, 0, 3, 2, 0),  # a worker's node is gone: stop at once
+    ],
+    ids=["ok", "two-failures", "out-of-restarts", "worker-failed", "worker-deleting"],
+)
 def test_mpi_launcher_waits_retries_and_stops(tmp_path, workers, fails, max_restarts, code, mpiruns):
     """The v1 launcher starts before its workers run and the operator never recreates a worker
     (kubeflow/trainer@v1.9.4 pkg/controller.v1/mpi): the launcher's entrypoint waits for each worker through
     kubexec.sh, stops at once on a worker that failed or is being deleted, and relaunches mpirun itself."""
     cmd, env = mpi_world(tmp_path, workers, fails)
     env["FASTPATH_MAX_RESTARTS"] = str(max_restarts)
-    p = subprocess.run(["sh", "-c", training_job.LAUNCHER, "launcher", *cmd], env=env, capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(["sh", "-c", training_job.LAUNCHER, "launcher", *cmd], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == code, p.stderr
     calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
     assert sum(c.startswith("mpirun") for c in calls) == mpiruns
@@ -263,21 +263,17 @@ def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = subprocess.Popen([sys.executable, "-c", training_job.RDZV_STORE], env={
-        **os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
+    store = subprocess.Popen([sys.executable, "-c", training_job.RDZV_STORE], env={**os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
     try:
         assert "listening" in store.stdout.readline()
-        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2",
-               "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
+        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2", "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
         codes = []
         for _ in range(3):
-            p = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env=env, capture_output=True,
-                               text=True, timeout=120)
+            p = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env=env, capture_output=True, text=True, timeout=120)
             codes.append(p.returncode)
         assert codes == [0, 0, 1], p.stderr
         assert "started 3 times (at most 2)" in p.stderr
-        other = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"],
-                               env={**env, "HOSTNAME": "run-worker-1"}, capture_output=True, text=True, timeout=120)
+        other = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env={**env, "HOSTNAME": "run-worker-1"}, capture_output=True, text=True, timeout=120)
         assert other.returncode == 0  # per pod, not per job
     finally:
         store.terminate()

@@ -18,8 +18,7 @@ DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "m
 
 def platform_with(kind: str, attachment: str, **fabric_extra) -> PlatformConfig:
     p = stack_platform("prod-ib")
-    rails = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400}
-             for i, h in enumerate(DGX)]
+    rails = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400} for i, h in enumerate(DGX)]
     p["fabric"] = {"kind": kind, "attachment": attachment, "rails": rails, **fabric_extra}
     if attachment == "hostnetwork":
         p["fabric"].setdefault("podInterface", "bond0")
@@ -30,8 +29,7 @@ ROWS = [(k, a) for k, row in kinds.KINDS.items() for a in row.attachments]
 
 
 def job(fw: str = "pytorch", **extra) -> JobSpec:
-    return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3",
-                                   "command": ["python", "train.py"], "framework": fw, "nodes": 4, **extra})
+    return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "framework": fw, "nodes": 4, **extra})
 
 
 @pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
@@ -67,8 +65,7 @@ def test_pod_wiring_per_attachment(kind, attachment):
     annotations = pod["metadata"].get("annotations", {})
     assert (fabric.NETWORKS_ANNOTATION in annotations) == row.secondary_network
     # Every rail's device, whatever the attachment: that is what /dev/infiniband holds for NCCL.
-    assert {k for k in container["resources"]["limits"] if "/" in k and k != "nvidia.com/gpu"} == \
-        {f"{row.resource_prefix}/{row.resource_stem}_rail{i}" for i in range(len(DGX))}
+    assert {k for k in container["resources"]["limits"] if "/" in k and k != "nvidia.com/gpu"} == {f"{row.resource_prefix}/{row.resource_stem}_rail{i}" for i in range(len(DGX))}
     assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert env["NCCL_NET"] == "IB"
     # Host HCA names are listed exactly where the pod sees them; VFs get names of their own.
@@ -118,12 +115,15 @@ def test_mpi_launcher_follows_its_workers_onto_the_host_network():
     assert spec["containers"][0]["command"][spec["containers"][0]["command"].index("btl_tcp_if_include") + 1] == "bond0"
 
 
-@pytest.mark.parametrize(("kind", "attachment", "fabric_extra", "expect"), [
-    # Containers' ports become host ports on the host network (the API server's defaulting); two pods on a node
-    # would collide, so partial-node pods are refused like hostdevice's.
-    ("infiniband", "hostnetwork", {}, "share the node's ports"),
-    ("infiniband", "hostdevice", {}, "PF goes to one pod whole"),
-])
+@pytest.mark.parametrize(
+    ("kind", "attachment", "fabric_extra", "expect"),
+    [
+        # Containers' ports become host ports on the host network (the API server's defaulting); two pods on a node
+        # would collide, so partial-node pods are refused like hostdevice's.
+        ("infiniband", "hostnetwork", {}, "share the node's ports"),
+        ("infiniband", "hostdevice", {}, "PF goes to one pod whole"),
+    ],
+)
 def test_whole_node_attachments_refuse_partial_node_pods(kind, attachment, fabric_extra, expect):
     prof = make_profile(platform_with(kind, attachment, **fabric_extra))
     found = dict(training_job.problems(job(gpusPerNode=4), prof))
@@ -132,8 +132,7 @@ def test_whole_node_attachments_refuse_partial_node_pods(kind, attachment, fabri
 
 def test_rdma_only_needs_no_subnet_on_infiniband_but_roce_hostnetwork_does():
     p = stack_platform("prod-ib")
-    p["fabric"] = {"kind": "infiniband", "attachment": "rdma-only",
-                   "rails": [{"hca": h, "interface": f"ibp{i}s0", "speedGbps": 400} for i, h in enumerate(DGX)]}
+    p["fabric"] = {"kind": "infiniband", "attachment": "rdma-only", "rails": [{"hca": h, "interface": f"ibp{i}s0", "speedGbps": 400} for i, h in enumerate(DGX)]}
     assert not make_profile(PlatformConfig.model_validate(p)).fabric.secondary_network
     p["fabric"] = {**p["fabric"], "kind": "roce", "attachment": "hostnetwork", "podInterface": "bond0"}
     with pytest.raises(ValueError, match=r"fabric.rails\[0\].subnet: required .* NCCL picks RoCE GIDs"):
@@ -143,6 +142,7 @@ def test_rdma_only_needs_no_subnet_on_infiniband_but_roce_hostnetwork_does():
 def test_every_kind_and_attachment_is_one_row():
     """Each Literal member has its row and each row its Literal member: a new kind is added in one place."""
     from typing import get_args
+
     assert set(kinds.KINDS) == set(get_args(kinds.FabricKind))
     assert set(kinds.ATTACHMENTS) == set(get_args(kinds.Attachment))
     assert {r.transport for r in kinds.KINDS.values()} <= set(kinds.TRANSPORTS)
@@ -159,8 +159,7 @@ def test_every_row_renders_through_the_program(kind, attachment):
     p = stack_platform("prod-ib")
     p["fabric"] = platform_with(kind, attachment).fabric.to_config()
     p["components"] = {**p.get("components", {}), "networkOperator": True}
-    jobs = [{"name": f"job-{fw}", "framework": fw, "image": "nvcr.io/nvidia/pytorch:25.10-py3",
-             "command": ["python", "train.py"], "nodes": 2} for fw in ("pytorch", "mpi", "tensorflow")]
+    jobs = [{"name": f"job-{fw}", "framework": fw, "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "nodes": 2} for fw in ("pytorch", "mpi", "tensorflow")]
     run = render.run_program("prod-ib", extra_config={"fastpath:platform": p, "fastpath:jobs": jobs})
     contracts = run.outputs["jobs"]
     assert sorted(contracts) == ["job-mpi", "job-pytorch", "job-tensorflow"]

@@ -25,8 +25,7 @@ def _rules(obj: dict, config: dict | None = None) -> set[str]:
 
 
 def _gpu_pod(resource: str = "nvidia.com/gpu", count=8, image="nvcr.io/nvidia/pytorch:25.10-py3", shm=True) -> dict:
-    spec = {"containers": [{"name": "train", "image": image, "resources": {"limits": {resource: count,
-                                                                                     "memory": "512Gi"}}}]}
+    spec = {"containers": [{"name": "train", "image": image, "resources": {"limits": {resource: count, "memory": "512Gi"}}}]}
     if shm:
         spec["containers"][0]["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
         spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
@@ -66,17 +65,14 @@ ODD_SHAPES = {
 def test_odd_shapes_never_raise(patch):
     obj = yaml.safe_load(PYTORCH)
     obj.update(yaml.load(patch, Loader=yaml.SafeLoader))
-    for kind in ("PyTorchJob", "MPIJob", "TFJob", "JobSet", "TrainJob", "TrainingRuntime", "Job", "Pod", "RayJob",
-                 "LeaderWorkerSet", "Workflow", "CronJob", "NetworkAttachmentDefinition"):
+    for kind in ("PyTorchJob", "MPIJob", "TFJob", "JobSet", "TrainJob", "TrainingRuntime", "Job", "Pod", "RayJob", "LeaderWorkerSet", "Workflow", "CronJob", "NetworkAttachmentDefinition"):
         rules.evaluate({**obj, "kind": kind})  # raising here is the bug; the CLI's safety net is not the fix
         rules.add_ipc_lock({**obj, "kind": kind})
 
 
 ODD_KINDS = [
-    {"kind": "JobSet", "spec": {"replicatedJobs": [None, 3, {"name": 5, "replicas": "$R", "template": []},
-                                                   {"template": {"spec": {"parallelism": "x", "template": 5}}}]}},
-    {"kind": "TrainJob", "spec": {"trainer": {"numNodes": "{{ .n }}", "env": {"A": 1}, "resourcesPerNode": [1],
-                                              "numProcPerNode": "$P"}}},
+    {"kind": "JobSet", "spec": {"replicatedJobs": [None, 3, {"name": 5, "replicas": "$R", "template": []}, {"template": {"spec": {"parallelism": "x", "template": 5}}}]}},
+    {"kind": "TrainJob", "spec": {"trainer": {"numNodes": "{{ .n }}", "env": {"A": 1}, "resourcesPerNode": [1], "numProcPerNode": "$P"}}},
     {"kind": "TrainJob", "spec": {"trainer": "torch"}},
     {"kind": "ClusterTrainingRuntime", "spec": {"mlPolicy": {"numNodes": "$N", "torch": []}, "template": 7}},
     {"kind": "Job", "apiVersion": "batch.volcano.sh/v1alpha1", "spec": {"minAvailable": "$N", "tasks": {"a": 1}}},
@@ -85,9 +81,11 @@ ODD_KINDS = [
     {"kind": "NetworkAttachmentDefinition", "spec": {"config": "[1, 2]"}},
     {"kind": "RayCluster", "spec": {"headGroupSpec": [], "workerGroupSpecs": [{"replicas": None, "template": {}}]}},
     {"kind": "LeaderWorkerSet", "spec": {"leaderWorkerTemplate": {"size": "$S", "workerTemplate": "x"}}},
-    {"kind": "MPIJob", "apiVersion": "kubeflow.org/v1", "spec": {"mpiImplementation": ["Intel"], "mpiReplicaSpecs": {
-        "Launcher": {"template": {"spec": {"containers": [{"name": "l", "command": ["mpirun", "-x"],
-                                                           "args": ["-genv", "A"]}]}}}}}},
+    {
+        "kind": "MPIJob",
+        "apiVersion": "kubeflow.org/v1",
+        "spec": {"mpiImplementation": ["Intel"], "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [{"name": "l", "command": ["mpirun", "-x"], "args": ["-genv", "A"]}]}}}}},
+    },
     {"kind": "PersistentVolumeClaim", "metadata": {"name": ["a"], "namespace": 5}, "spec": "x"},
 ]
 
@@ -136,49 +134,63 @@ def test_a_thousand_mutated_manifests_never_raise():
 
 def test_unreadable_documents_are_named_and_the_rest_is_read(tmp_path):
     f = tmp_path / "mixed.yaml"
-    f.write_bytes(b"apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - {name: c, image: \"caf\xe9:1\"}\n"
-                  b"---\n"
-                  b"{{- if .Values.on }}\nkind: Pod\n{{- end }}\n"
-                  b"---\n"
-                  b"kind: List\nitems:\n- kind: List\n  items:\n  - {apiVersion: v1, kind: Pod, metadata: {name: deep},"
-                  b" spec: {containers: [{name: c, image: 'busybox'}]}}\n  - 5\n"
-                  b"---\n"
-                  b"a: &a [*a]\nkind: Pod\n"
-                  b"---\n"
-                  b"kind: [Pod]\n"
-                  b"---\n"
-                  b"kind: Pod\nmetadata: {created: 2024-13-01}\n"
-                  b"---\n"
-                  b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-                  b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-                  b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-                  b"kind: Pod\n"
-                  b"---\n" + b"[" * 500 + b"]" * 500 + b"\n"
-                  b"---\n"
-                  b"# only a comment\n"
-                  b"---\n"
-                  b"values: {not: a kubernetes object}\n")
+    f.write_bytes(
+        b'apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - {name: c, image: "caf\xe9:1"}\n'
+        b"---\n"
+        b"{{- if .Values.on }}\nkind: Pod\n{{- end }}\n"
+        b"---\n"
+        b"kind: List\nitems:\n- kind: List\n  items:\n  - {apiVersion: v1, kind: Pod, metadata: {name: deep},"
+        b" spec: {containers: [{name: c, image: 'busybox'}]}}\n  - 5\n"
+        b"---\n"
+        b"a: &a [*a]\nkind: Pod\n"
+        b"---\n"
+        b"kind: [Pod]\n"
+        b"---\n"
+        b"kind: Pod\nmetadata: {created: 2024-13-01}\n"
+        b"---\n"
+        b"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+        b"kind: Pod\n"
+        b"---\n" + b"[" * 500 + b"]" * 500 + b"\n"
+        b"---\n"
+        b"# only a comment\n"
+        b"---\n"
+        b"values: {not: a kubernetes object}\n"
+    )
     got = read([f, tmp_path / "missing.yaml"])
     assert [o["metadata"]["name"] for _, _, o in got.objects] == ["deep"]
     messages = [str(p) for p in got.unreadable]
-    expect = ["document 1, line 6: bytes that are not UTF-8", "document 2, line 8: a Helm/Go template",
-              "document 3, line 12: items[0].items[1] is int", "document 4, line 19: a YAML alias refers",
-              "document 5, line 22: kind is ['Pod']", "document 6, line 24: not valid YAML: month must be in 1..12",
-              "document 7, line 27: YAML aliases expand it to more than 1,000,000 values",
-              "document 8, line 35: nested deeper than", "missing.yaml: no such file or folder"]
+    expect = [
+        "document 1, line 6: bytes that are not UTF-8",
+        "document 2, line 8: a Helm/Go template",
+        "document 3, line 12: items[0].items[1] is int",
+        "document 4, line 19: a YAML alias refers",
+        "document 5, line 22: kind is ['Pod']",
+        "document 6, line 24: not valid YAML: month must be in 1..12",
+        "document 7, line 27: YAML aliases expand it to more than 1,000,000 values",
+        "document 8, line 35: nested deeper than",
+        "missing.yaml: no such file or folder",
+    ]
     assert len(messages) == len(expect), messages
     for m, e in zip(messages, expect, strict=True):
         assert e in m, (m, e)
 
 
-@pytest.mark.parametrize(("files", "code"), [
-    (["clean"], 0), (["advisory"], 0), (["broken"], 2), (["broken", "advisory"], 2), (["broken", "mandatory"], 1),
-    (["mandatory"], 1), (["missing", "clean"], 2),
-])
+@pytest.mark.parametrize(
+    ("files", "code"),
+    [
+        (["clean"], 0),
+        (["advisory"], 0),
+        (["broken"], 2),
+        (["broken", "advisory"], 2),
+        (["broken", "mandatory"], 1),
+        (["mandatory"], 1),
+        (["missing", "clean"], 2),
+    ],
+)
 def test_exit_codes_mandatory_first_then_unreadable(tmp_path, capsys, files, code):
-    docs = {"clean": FIXTURES / "shm-size" / "pass" / "pod.yaml",
-            "advisory": FIXTURES / "nccl-debug-trace" / "fail" / "trace.yaml",
-            "mandatory": FIXTURES / "image-pinned" / "fail" / "latest.yaml"}
+    docs = {"clean": FIXTURES / "shm-size" / "pass" / "pod.yaml", "advisory": FIXTURES / "nccl-debug-trace" / "fail" / "trace.yaml", "mandatory": FIXTURES / "image-pinned" / "fail" / "latest.yaml"}
     (tmp_path / "broken.yaml").write_text("kind: Pod\nspec: [\n")
     paths = [str(docs.get(f, tmp_path / f"{f}.yaml")) for f in files]
     assert lint.main(paths) == code
@@ -193,6 +205,7 @@ def test_stdin_and_utf16(tmp_path, monkeypatch, capsys):
     assert lint.main([str(f)]) == 1
     import io
     import sys
+
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     assert lint.main(["-"]) == 1
     assert "image-pinned mandatory" in capsys.readouterr().out
@@ -200,8 +213,7 @@ def test_stdin_and_utf16(tmp_path, monkeypatch, capsys):
 
 def test_document_numbers_follow_markers():
     got = read_text(Path("x.yaml"), "# head\n---\n--- {kind: Pod, spec: [}\n...\n%YAML 1.1\n---\nkind: Pod\n")
-    assert [str(p) for p in got.unreadable] == ["x.yaml: document 1, line 3: not valid YAML: did not find expected "
-                                                "node content"]
+    assert [str(p) for p in got.unreadable] == ["x.yaml: document 1, line 3: not valid YAML: did not find expected node content"]
     assert [n for _, n, _ in got.objects] == [2]
 
 
@@ -213,17 +225,20 @@ def _fail_obj() -> dict:
     return obj
 
 
-@pytest.mark.parametrize(("config", "levels"), [
-    ({"all": "disabled"}, set()),
-    ({"all": {"enforcementLevel": "advisory"}}, {"advisory"}),
-    ({"all": "advisory", "image-pinned": "mandatory"}, {"mandatory"}),
-    ({"image-pinned": "disabled"}, set()),
-    ({"image-pinned": {"enforcementLevel": "advisory"}}, {"advisory"}),
-    ({"image-pinned": {"exemptNamespaces": ["training"]}}, set()),
-    ({"image-pinned": "remediate"}, {"mandatory"}),  # no remediation: CrossGuard treats it as mandatory
-    ({}, {"mandatory"}),
-    (None, {"mandatory"}),
-])
+@pytest.mark.parametrize(
+    ("config", "levels"),
+    [
+        ({"all": "disabled"}, set()),
+        ({"all": {"enforcementLevel": "advisory"}}, {"advisory"}),
+        ({"all": "advisory", "image-pinned": "mandatory"}, {"mandatory"}),
+        ({"image-pinned": "disabled"}, set()),
+        ({"image-pinned": {"enforcementLevel": "advisory"}}, {"advisory"}),
+        ({"image-pinned": {"exemptNamespaces": ["training"]}}, set()),
+        ({"image-pinned": "remediate"}, {"mandatory"}),  # no remediation: CrossGuard treats it as mandatory
+        ({}, {"mandatory"}),
+        (None, {"mandatory"}),
+    ],
+)
 def test_crossguard_config_forms(config, levels):
     assert {v.level for v in lint.lint([_fail_obj()], config)} == levels
 
@@ -236,19 +251,21 @@ def test_mixed_rules_advisory_policy_is_configurable():
     assert {v.level for v in lint.lint([obj], {"nccl-known-vars": "disabled"})} == {"advisory"}
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"image-pined": "disabled"}, "image-pined: no policy of that name in this pack: did you mean 'image-pinned'?"),
-    ({"shm-size": "warn"}, "shm-size: 'warn' is not an enforcement level: use one of advisory, mandatory"),
-    ({"shm-size": {"enforcementLevel": 1}}, "shm-size.enforcementLevel: 1 is not an enforcement level"),
-    ({"all": "strict"}, "all: 'strict' is not an enforcement level"),
-    ({"shm-size": None}, "shm-size: None is not a valid value; must be an enforcement level string or an object"),
-    ({"shm-size": {"minGibPerGpu": 2}}, "shm-size.minGibPerGpu: shm-size has no such setting: did you mean "
-                                        "'minGiBPerGpu'?"),
-    ({"shm-size": {"minGiBPerGpu": "2"}}, "shm-size.minGiBPerGpu: '2' is not a"),
-    ({"shm-size": {"exemptNamespaces": "training"}}, "is not a list of namespace names"),
-    ({"shm-size": {"exemptLabels": {"a": 1}}}, "is not a mapping of label keys to string values"),
-    (["shm-size"], "the policy config is list, not a mapping"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"image-pined": "disabled"}, "image-pined: no policy of that name in this pack: did you mean 'image-pinned'?"),
+        ({"shm-size": "warn"}, "shm-size: 'warn' is not an enforcement level: use one of advisory, mandatory"),
+        ({"shm-size": {"enforcementLevel": 1}}, "shm-size.enforcementLevel: 1 is not an enforcement level"),
+        ({"all": "strict"}, "all: 'strict' is not an enforcement level"),
+        ({"shm-size": None}, "shm-size: None is not a valid value; must be an enforcement level string or an object"),
+        ({"shm-size": {"minGibPerGpu": 2}}, "shm-size.minGibPerGpu: shm-size has no such setting: did you mean 'minGiBPerGpu'?"),
+        ({"shm-size": {"minGiBPerGpu": "2"}}, "shm-size.minGiBPerGpu: '2' is not a"),
+        ({"shm-size": {"exemptNamespaces": "training"}}, "is not a list of namespace names"),
+        ({"shm-size": {"exemptLabels": {"a": 1}}}, "is not a mapping of label keys to string values"),
+        (["shm-size"], "the policy config is list, not a mapping"),
+    ],
+)
 def test_bad_config_is_refused_with_the_fix(config, message):
     with pytest.raises(rules.ConfigError) as err:
         lint.lint([], config)
@@ -278,8 +295,7 @@ def _load_fixture(rule_id: str, kind: str, name: str) -> dict:
     return obj
 
 
-@pytest.mark.parametrize("resource", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe",
-                                      "habana.ai/gaudi", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"])
+@pytest.mark.parametrize("resource", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "habana.ai/gaudi", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"])
 def test_every_gpu_resource_counts(resource):
     assert _rules(_gpu_pod(resource)) == set()
     assert _rules(_gpu_pod(resource, shm=False)) == {"shm-mounted"}
@@ -293,14 +309,27 @@ def test_templated_gpu_counts_are_reported_unknown(count):
     assert _rules(_gpu_pod(count=count, shm=False)) == {"judgeable", "shm-mounted"}  # still a GPU container
 
 
-@pytest.mark.parametrize(("image", "flagged"), [
-    ("tensorflow/tensorflow:latest-gpu", True), ("rayproject/ray:nightly", True), ("rayproject/ray:nightly-gpu", True),
-    ("example.org/app:main", True), ("example.org/app:master", True), ("example.org/app", True),
-    ("example.org/app:latest", True), ("example.org/app:py3.11-latest", True), ("example.org/app:stable", True),
-    ("example.org/app:main-3f2a9c1", False), ("example.org/app:nightly-2024-06-01", False),
-    ("nvcr.io/nvidia/pytorch:25.10-py3", False), ("example.org/app@sha256:" + "a" * 64, False),
-    ("registry:5000/app:1.2", False), ("registry:5000/app", True), ("example.org/app:devel-12.4", False),
-])
+@pytest.mark.parametrize(
+    ("image", "flagged"),
+    [
+        ("tensorflow/tensorflow:latest-gpu", True),
+        ("rayproject/ray:nightly", True),
+        ("rayproject/ray:nightly-gpu", True),
+        ("example.org/app:main", True),
+        ("example.org/app:master", True),
+        ("example.org/app", True),
+        ("example.org/app:latest", True),
+        ("example.org/app:py3.11-latest", True),
+        ("example.org/app:stable", True),
+        ("example.org/app:main-3f2a9c1", False),
+        ("example.org/app:nightly-2024-06-01", False),
+        ("nvcr.io/nvidia/pytorch:25.10-py3", False),
+        ("example.org/app@sha256:" + "a" * 64, False),
+        ("registry:5000/app:1.2", False),
+        ("registry:5000/app", True),
+        ("example.org/app:devel-12.4", False),
+    ],
+)
 def test_moving_tags_are_unpinned(image, flagged):
     assert (_rules(_gpu_pod(image=image)) == {"image-pinned"}) is flagged, image
 
@@ -321,20 +350,22 @@ def _mpijob(launcher_args: list[str], launcher_env=None, implementation=None, wo
 HCA = "=mlx5_0,mlx5_1"
 
 
-@pytest.mark.parametrize(("args", "env", "impl", "expect"), [
-    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB"], {}, None, set()),  # was a nccl-ib-hca false positive
-    (["-x", "NCCL_IB_HCA", "-x", "NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
-    (["-genv", "NCCL_IB_HCA", HCA, "-genv", "NCCL_NET=IB"], {}, None, set()),
-    (["-genvlist", "NCCL_IB_HCA,NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
-    ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, "Intel", set()),  # Hydra forwards the launcher's environment
-    ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, {"nccl-ib-hca", "nccl-net-set"}),  # Open MPI does not
-    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_DISABLE=1"], {}, None, {"nccl-ib-enabled"}),
-    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_DEBUG=TRACE"], {}, None, {"nccl-debug-trace"}),
-    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_GID_INDEX=true"], {}, None, {"nccl-int-values"}),
-    (["-x", "NCCL_IB_HCA=mlx5_1,mlx5_10", "-x", "NCCL_NET=IB"], {}, None, {"nccl-ib-hca"}),
-    (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_SOCKET_IFNAME=ib0"], {}, None,
-     {"nccl-socket-ifname"}),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "impl", "expect"),
+    [
+        (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB"], {}, None, set()),  # was a nccl-ib-hca false positive
+        (["-x", "NCCL_IB_HCA", "-x", "NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
+        (["-genv", "NCCL_IB_HCA", HCA, "-genv", "NCCL_NET=IB"], {}, None, set()),
+        (["-genvlist", "NCCL_IB_HCA,NCCL_NET"], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, set()),
+        ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, "Intel", set()),  # Hydra forwards the launcher's environment
+        ([], {"NCCL_IB_HCA": HCA, "NCCL_NET": "IB"}, None, {"nccl-ib-hca", "nccl-net-set"}),  # Open MPI does not
+        (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_DISABLE=1"], {}, None, {"nccl-ib-enabled"}),
+        (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_DEBUG=TRACE"], {}, None, {"nccl-debug-trace"}),
+        (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_IB_GID_INDEX=true"], {}, None, {"nccl-int-values"}),
+        (["-x", "NCCL_IB_HCA=mlx5_1,mlx5_10", "-x", "NCCL_NET=IB"], {}, None, {"nccl-ib-hca"}),
+        (["-x", f"NCCL_IB_HCA={HCA}", "-x", "NCCL_NET=IB", "-x", "NCCL_SOCKET_IFNAME=ib0"], {}, None, {"nccl-socket-ifname"}),
+    ],
+)
 def test_mpirun_exports_count_for_the_workers(args, env, impl, expect):
     assert _rules(_mpijob(args, env, impl)) == expect
 
@@ -345,8 +376,7 @@ def test_horovodrun_and_script_exports_reach_the_ranks():
     launcher["command"] = ["horovodrun", "-np", "16", "python", "train.py"]
     assert _rules(job) == set()
     launcher["env"] = []
-    launcher["command"] = ["sh", "-c", f"export NCCL_IB_HCA={HCA} NCCL_NET=IB && mpirun -x NCCL_IB_HCA -x NCCL_NET "
-                                       "python train.py"]
+    launcher["command"] = ["sh", "-c", f"export NCCL_IB_HCA={HCA} NCCL_NET=IB && mpirun -x NCCL_IB_HCA -x NCCL_NET python train.py"]
     assert _rules(job) == set()
 
 
@@ -360,8 +390,7 @@ def test_value_from_hca_counts_as_set():
 
 def test_unknown_kind_requesting_gpus_is_reported_and_its_pod_specs_judged():
     pod = _gpu_pod(image="example.org/app:latest")
-    crd = {"apiVersion": "example.org/v1", "kind": "Trainer", "metadata": {"name": "t"},
-           "spec": {"runner": {"template": {"metadata": {}, "spec": pod["spec"]}}}}
+    crd = {"apiVersion": "example.org/v1", "kind": "Trainer", "metadata": {"name": "t"}, "spec": {"runner": {"template": {"metadata": {}, "spec": pod["spec"]}}}}
     found = {v.rule: v for v in lint.lint([crd])}
     assert set(found) == {"judgeable", "image-pinned"}
     assert "example.org/v1 Trainer is not a workload kind the linter knows" in found["judgeable"].message
@@ -379,8 +408,7 @@ def test_hostpath_dev_shm_is_memory_backed_and_dev_infiniband_is_rdma():
     assert _rules(pod) == set()
     pod["spec"]["volumes"].append({"name": "ib", "hostPath": {"path": "/dev/infiniband"}})
     assert _rules(pod) == {"nccl-net-set"}
-    pod["spec"]["containers"][0]["env"] = [{"name": "NCCL_NET", "value": "IB"}, {"name": "NCCL_IB_DISABLE",
-                                                                                "value": "1"}]
+    pod["spec"]["containers"][0]["env"] = [{"name": "NCCL_NET", "value": "IB"}, {"name": "NCCL_IB_DISABLE", "value": "1"}]
     assert _rules(pod) == {"nccl-ib-enabled"}
 
 
@@ -402,12 +430,15 @@ def test_the_hostnetwork_corpus_manifest_without_its_dns_policy_fails():
     assert [v.message.split(" pod ")[0] for v in found] == ["Launcher", "Worker"]
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    ("mpirun -x NCCL_NET=IB python train.py", ["mpirun", "-x", "NCCL_NET=IB", "python", "train.py"]),
-    ("echo 'a  b' \"c \\\"d\\\" \\e\" f\\ g", ["echo", "a  b", 'c "d" \\e', "f g"]),
-    ("x='' y \"\"", ["x=", "y", ""]),
-    ("a\tb\r\nc\x0bd", ["a", "b", "c\x0bd"]),  # shlex splits on four characters only
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("mpirun -x NCCL_NET=IB python train.py", ["mpirun", "-x", "NCCL_NET=IB", "python", "train.py"]),
+        ('echo \'a  b\' "c \\"d\\" \\e" f\\ g', ["echo", "a  b", 'c "d" \\e', "f g"]),
+        ("x='' y \"\"", ["x=", "y", ""]),
+        ("a\tb\r\nc\x0bd", ["a", "b", "c\x0bd"]),  # shlex splits on four characters only
+    ],
+)
 def test_shell_words_split_like_shlex(text, words):
     import shlex
 
@@ -507,8 +538,7 @@ def test_readmes_trainjob_with_the_published_runtime_lints_clean_and_gets_the_fa
 
 
 def _patch(pod: dict) -> dict:
-    return {"runtimePatches": [{"manager": "example.com/me", "trainingRuntimeSpec": {"template": {"spec": {
-        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod}}}]}}}}]}
+    return {"runtimePatches": [{"manager": "example.com/me", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod}}}]}}}}]}
 
 
 def _gpus(n: int, **more) -> dict:
@@ -519,28 +549,26 @@ def _gpus(n: int, **more) -> dict:
 # way kubeflow/trainer@v2.3.0 lets a TrainJob take the runtime's wiring (../notes/trainer-v2.md a); where an
 # existing rule also sees the damage in the merged pod, it fires beside trainjob-runtime, which names the field.
 STRIPS = [
-    ("rail-zeroed", {"trainer": {"resourcesPerNode": {"limits": _gpus(8, **{"rdma/shared_rail0": 0}),
-                                                      "requests": _gpus(8, **{"rdma/shared_rail0": 0})}}},
-     "sets limits.rdma/shared_rail0 to 0, the runtime gives 1", {"trainjob-runtime"}),
-    ("gpu-limit-only", {"trainer": {"resourcesPerNode": {"limits": _gpus(4)}}},
-     "nvidia.com/gpu requests 8 and limits 4 after the merge", {"trainjob-runtime"}),
-    ("no-gpu-count", {"trainer": {"resourcesPerNode": {"limits": {"memory": "1500Gi"}, "requests": {"memory": "1500Gi"}}}},
-     "starts one process per node on 8-GPU pods", {"trainjob-runtime"}),
-    ("memory-under-shm", {"trainer": {"resourcesPerNode": {"limits": _gpus(8, memory="100Gi"),
-                                                           "requests": _gpus(8, memory="100Gi")}}},
-     "memory limit 100Gi is not above /dev/shm 128Gi", {"trainjob-runtime", "shm-fits-memory"}),
-    ("nccl-env", {"trainer": {"env": [{"name": "NCCL_IB_HCA", "value": "=mlx5_0"}]}},
-     "env NCCL_IB_HCA='=mlx5_0' replaces the runtime's", {"trainjob-runtime"}),
-    ("ipc-lock-dropped", _patch({"spec": {"containers": [{"name": "node", "securityContext": {
-        "capabilities": {"add": ["SYS_PTRACE"]}}}]}}), "drops IPC_LOCK", {"trainjob-runtime", "rdma-ipc-lock"}),
-    ("dshm-replaced", _patch({"spec": {"volumes": [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]}}),
-     "replace volume dshm", {"trainjob-runtime"}),
-    ("tolerations-replaced", _patch({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}),
-     "drop nvidia.com/gpu", {"trainjob-runtime"}),
-    ("gpu-selector-changed", _patch({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}}),
-     "change nodeSelector nvidia.com/gpu.product", {"trainjob-runtime"}),
-    ("networks-overridden", _patch({"metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "[]"}}}),
-     "lose their rail interfaces", {"trainjob-runtime"}),
+    (
+        "rail-zeroed",
+        {"trainer": {"resourcesPerNode": {"limits": _gpus(8, **{"rdma/shared_rail0": 0}), "requests": _gpus(8, **{"rdma/shared_rail0": 0})}}},
+        "sets limits.rdma/shared_rail0 to 0, the runtime gives 1",
+        {"trainjob-runtime"},
+    ),
+    ("gpu-limit-only", {"trainer": {"resourcesPerNode": {"limits": _gpus(4)}}}, "nvidia.com/gpu requests 8 and limits 4 after the merge", {"trainjob-runtime"}),
+    ("no-gpu-count", {"trainer": {"resourcesPerNode": {"limits": {"memory": "1500Gi"}, "requests": {"memory": "1500Gi"}}}}, "starts one process per node on 8-GPU pods", {"trainjob-runtime"}),
+    (
+        "memory-under-shm",
+        {"trainer": {"resourcesPerNode": {"limits": _gpus(8, memory="100Gi"), "requests": _gpus(8, memory="100Gi")}}},
+        "memory limit 100Gi is not above /dev/shm 128Gi",
+        {"trainjob-runtime", "shm-fits-memory"},
+    ),
+    ("nccl-env", {"trainer": {"env": [{"name": "NCCL_IB_HCA", "value": "=mlx5_0"}]}}, "env NCCL_IB_HCA='=mlx5_0' replaces the runtime's", {"trainjob-runtime"}),
+    ("ipc-lock-dropped", _patch({"spec": {"containers": [{"name": "node", "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}]}}), "drops IPC_LOCK", {"trainjob-runtime", "rdma-ipc-lock"}),
+    ("dshm-replaced", _patch({"spec": {"volumes": [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]}}), "replace volume dshm", {"trainjob-runtime"}),
+    ("tolerations-replaced", _patch({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}), "drop nvidia.com/gpu", {"trainjob-runtime"}),
+    ("gpu-selector-changed", _patch({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}}), "change nodeSelector nvidia.com/gpu.product", {"trainjob-runtime"}),
+    ("networks-overridden", _patch({"metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "[]"}}}), "lose their rail interfaces", {"trainjob-runtime"}),
 ]
 
 
@@ -554,8 +582,7 @@ def test_a_trainjob_stripping_the_runtimes_wiring_is_flagged(add, needle, fired)
     if "rail interfaces" in needle:  # prod-v2 is rdma-only (no Multus rails): give the runtime one
         runtime = copy.deepcopy(runtime)
         pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        pod.setdefault("metadata", {})["annotations"] = {
-            "k8s.v1.cni.cncf.io/networks": '[{"name":"rail0","interface":"net1"}]'}
+        pod.setdefault("metadata", {})["annotations"] = {"k8s.v1.cni.cncf.io/networks": '[{"name":"rail0","interface":"net1"}]'}
     found = lint.lint([job, runtime])
     assert {v.rule for v in found} == fired, [(v.rule, v.message[:120]) for v in found]
     assert all(v.kind == "TrainJob" for v in found)
@@ -579,8 +606,7 @@ def test_what_the_runtime_gets_wrong_is_reported_once_on_the_runtime():
     assert on_runtime == {"shm-mounted"}
     on_jobs = [v for v in found if v.kind == "TrainJob"]
     assert [(v.name, v.rule) for v in on_jobs] == [("my-run", "gang-scheduling"), ("other-run", "gang-scheduling")]
-    assert on_jobs[0].message.startswith("in the pods ClusterTrainingRuntime fastpath-torch gives it: 4 pods without "
-                                         "gang scheduling")
+    assert on_jobs[0].message.startswith("in the pods ClusterTrainingRuntime fastpath-torch gives it: 4 pods without gang scheduling")
 
 
 def test_a_training_runtime_counts_only_in_the_trainjobs_namespace():

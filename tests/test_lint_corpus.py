@@ -25,8 +25,7 @@ TABLE = {
     # CPU elastic job: only the unset cleanPodPolicy matters (no GPUs: no gang, no shm rules).
     "pytorch-elastic-cpu.yaml": ({"clean-pod-policy"}, 0),
     # Everything a first DeepSpeed demo gets wrong, including --checkpoint_dir on the pod's own disk.
-    "pytorch-deepspeed-latest.yaml": ({"shm-mounted", "gang-scheduling", "clean-pod-policy", "checkpoint-rwx",
-                                       "image-pinned"}, 0),
+    "pytorch-deepspeed-latest.yaml": ({"shm-mounted", "gang-scheduling", "clean-pod-policy", "checkpoint-rwx", "image-pinned"}, 0),
     # Unsized /dev/shm (advisory), 2 GPU pods without gang, cleanPodPolicy unset. The rc0 tag is pinned.
     "paddle-gpu-unsized-shm.yaml": ({"shm-size", "gang-scheduling", "clean-pod-policy"}, 0),
     # hostNetwork + /dev/infiniband is RDMA: NCCL_NET unset. HCAs come from mpirun -x with `=`: fine. Both pods set
@@ -40,8 +39,7 @@ TABLE = {
     "volcano-amd-rccl.yaml": ({"shm-fits-memory", "gang-scheduling"}, 0),
     # envsubst template: counts and image unknown (judgeable), HF_TOKEN will be a literal, EFA without IPC_LOCK
     # or NCCL_NET, cleanPodPolicy unset. The host's /dev/shm by hostPath is memory-backed: no shm finding.
-    "pytorch-efa-envsubst.yaml": ({"judgeable", "env-no-secrets", "rdma-ipc-lock", "nccl-net-set",
-                                   "clean-pod-policy"}, 0),
+    "pytorch-efa-envsubst.yaml": ({"judgeable", "env-no-secrets", "rdma-ipc-lock", "nccl-net-set", "clean-pod-policy"}, 0),
     # RayJob head on a GPU without /dev/shm (RayJob was an unread kind before).
     "rayjob-gpu-head-noshm.yaml": ({"shm-mounted"}, 0),
     # GPU sharing by annotation, no GPU resource: nothing to judge, nothing wrong.

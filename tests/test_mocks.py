@@ -10,12 +10,13 @@ def test_records_inputs_parents_dependencies_and_outputs_of_each_registration():
 
     def program():
         comp = pulumi.ComponentResource("fastpath:test:Box", "box")
-        first = pulumi.CustomResource("kubernetes:core/v1:ConfigMap", "first",
-                                      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "first"}},
-                                      pulumi.ResourceOptions(parent=comp))
-        pulumi.CustomResource("kubernetes:core/v1:ConfigMap", "second",
-                              {"metadata": first.metadata.apply(lambda m: {"name": "second", "ref": m["uid"]})},
-                              pulumi.ResourceOptions(parent=comp, depends_on=[first], protect=True))
+        first = pulumi.CustomResource("kubernetes:core/v1:ConfigMap", "first", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "first"}}, pulumi.ResourceOptions(parent=comp))
+        pulumi.CustomResource(
+            "kubernetes:core/v1:ConfigMap",
+            "second",
+            {"metadata": first.metadata.apply(lambda m: {"name": "second", "ref": m["uid"]})},
+            pulumi.ResourceOptions(parent=comp, depends_on=[first], protect=True),
+        )
         comp.register_outputs({"size": 2})
 
     run = mocks.run("unit", {}, [], program=program)

@@ -26,8 +26,7 @@ CASES = [
     ("ib_no_gdr", ["--expect", "ib", "--allow-no-gdr"], 0, "ib", False, False, None),
     ("roce", ["--expect", "roce", "--min-busbw", "45"], 0, "roce", True, False, None),
     ("roce", ["--expect", "ib"], 1, "roce", True, False, "transport is roce, expected ib"),
-    ("socket_fallback_with_networks", ["--expect", "ib"], 1, "socket", False, True,
-     "TCP sockets although the pod has secondary networks (net1, net2)"),
+    ("socket_fallback_with_networks", ["--expect", "ib"], 1, "socket", False, True, "TCP sockets although the pod has secondary networks (net1, net2)"),
     ("rank_missing", ["--expect", "ib", "--ranks", "16"], 1, "ib", True, False, "15 of 16 ranks reached Init COMPLETE"),
     ("below_floor", ["--expect", "ib", "--min-busbw", "360"], 1, "ib", True, False, "under the floor of 360 GB/s"),
     ("init_timeout", ["--expect", "ib"], 1, "ib", True, False, "a timeout"),
@@ -35,13 +34,11 @@ CASES = [
 
 
 def check(log, *args):
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / f"{log}.log"), "--format", "json", *args],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / f"{log}.log"), "--format", "json", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     return res.returncode, json.loads(res.stdout)
 
 
-@pytest.mark.parametrize(("log", "args", "code", "transport", "gdr", "fell_back", "reason"), CASES,
-                         ids=[f"{c[0]}{'-' + '-'.join(c[1][1:2]) if c[1] else ''}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(("log", "args", "code", "transport", "gdr", "fell_back", "reason"), CASES, ids=[f"{c[0]}{'-' + '-'.join(c[1][1:2]) if c[1] else ''}-{c[2]}" for c in CASES])
 def test_verdicts(log, args, code, transport, gdr, fell_back, reason):
     rc, out = check(log, *args)
     assert rc == code, out["reasons"]
@@ -62,15 +59,12 @@ SHAPES = [
     # HPC-X plugin, unversioned name, IB with SHARP; lines prefixed with the pod name.
     ("ibext_ib_sharp", ["--expect", "ib", "--ranks", "16"], "ib", True, "pass", []),
     # aws-ofi-nccl up to 1.11: `AWS Libfabric` with a space, NCCL 2.4 Ring lines, mpirun --tag-output, no GDR on p3dn.
-    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16"], "efa", False, "fail",
-     ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
-    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16", "--allow-no-gdr", "--min-busbw", "8"],
-     "efa", False, "pass", []),
+    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16"], "efa", False, "fail", ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
+    ("efa_aws_libfabric_ring_mpi", ["--expect", "efa", "--ranks", "16", "--allow-no-gdr", "--min-busbw", "8"], "efa", False, "pass", []),
     # `AWS Libfabric/1/GDRDMA/Shared` channels with collector timestamps before every line.
     ("efa_aws_libfabric_shared_timestamps", ["--expect", "efa", "--ranks", "16"], "efa", True, "pass", []),
     # aws-ofi-nccl today: `Libfabric`, kubectl logs --timestamps on every line, results table included.
-    ("efa_libfabric_kubectl_timestamps", ["--expect", "efa", "--ranks", "16", "--min-busbw", "300"], "efa", True,
-     "pass", []),
+    ("efa_libfabric_kubectl_timestamps", ["--expect", "efa", "--ranks", "16", "--min-busbw", "300"], "efa", True, "pass", []),
     # NCCL_NET=OFI: the plugin names itself OFI; srun --label prefixes.
     ("ofi_srun_label", ["--expect", "efa", "--ranks", "16", "--min-busbw", "40"], "efa", True, "pass", []),
     # RoCE through NCCL's own NET/IB.
@@ -78,36 +72,43 @@ SHAPES = [
     # NCCL 2.8: `Channel 05 : 9[2b000] -> ...` without /0, bus ids, P2P/direct pointer, direct shared memory.
     ("old_channel_format", ["--expect", "ib", "--ranks", "16"], "ib", True, "pass", []),
     # NCCL 2.4: `Ring 00 : 6 -> 2 [receive] via NET/IB/0`, GPUDirect disabled by distance; old results table.
-    ("ring_ib_no_gdr", ["--expect", "ib", "--ranks", "8"], "ib", False, "fail",
-     ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
+    ("ring_ib_no_gdr", ["--expect", "ib", "--ranks", "8"], "ib", False, "fail", ["RDMA without GPUDirect (no GDRDMA on the NET channels)"]),
     ("ring_ib_no_gdr", ["--min-busbw", "6"], "ib", False, "pass", []),
     # EFA device not in the pod: aws-ofi-nccl fails (NCCL's own `[%F %T]` WARN timestamp), NCCL falls back to TCP.
-    ("efa_no_device_socket", ["--expect", "efa"], "socket", False, "fail",
-     ["NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod",
-      "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource",
-      "no RDMA device in the pod"]),
+    (
+        "efa_no_device_socket",
+        ["--expect", "efa"],
+        "socket",
+        False,
+        "fail",
+        [
+            "NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod",
+            "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource",
+            "no RDMA device in the pod",
+        ],
+    ),
     # nccl-tests without NCCL_DEBUG: bandwidth yes, transport no; only the checks asked for decide.
     ("nccltests_no_debug", ["--min-busbw", "300"], "unknown", False, "pass", []),
     ("nccltests_no_debug", ["--min-busbw", "300", "--ranks", "16"], "unknown", False, "pass", []),
-    ("nccltests_no_debug", ["--min-busbw", "400"], "unknown", False, "fail",
-     ["peak bus bandwidth 361.4 GB/s is under the floor of 400 GB/s (90%)"]),
-    ("nccltests_no_debug", ["--ranks", "32"], "unknown", False, "fail",
-     ["nccl-tests ran on 16 ranks, not 32: check mpirun -np and the hostfile's slots"]),
-    ("nccltests_no_debug", ["--expect", "ib", "--min-busbw", "300"], "unknown", False, "incomplete",
-     ["transport: unknown (run with NCCL_DEBUG=INFO)"]),
+    ("nccltests_no_debug", ["--min-busbw", "400"], "unknown", False, "fail", ["peak bus bandwidth 361.4 GB/s is under the floor of 400 GB/s (90%)"]),
+    ("nccltests_no_debug", ["--ranks", "32"], "unknown", False, "fail", ["nccl-tests ran on 16 ranks, not 32: check mpirun -np and the hostfile's slots"]),
+    ("nccltests_no_debug", ["--expect", "ib", "--min-busbw", "300"], "unknown", False, "incomplete", ["transport: unknown (run with NCCL_DEBUG=INFO)"]),
     ("nccltests_old_table", ["--min-busbw", "120"], "unknown", False, "pass", []),
     # Cut off during init: what is missing is "not in this log", not a failure, unless asked for.
     ("truncated_during_init", ["--expect", "ib"], "ib", True, "pass", []),
-    ("truncated_during_init", ["--expect", "ib", "--min-busbw", "300"], "ib", True, "incomplete",
-     ["bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the "
-      "log was cut); the floor of 300 GB/s cannot be checked"]),
-    ("truncated_during_init", ["--expect", "ib", "--ranks", "16"], "ib", True, "fail",
-     ["11 of 16 ranks reached Init COMPLETE: 5 missing"]),
+    (
+        "truncated_during_init",
+        ["--expect", "ib", "--min-busbw", "300"],
+        "ib",
+        True,
+        "incomplete",
+        ["bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut); the floor of 300 GB/s cannot be checked"],
+    ),
+    ("truncated_during_init", ["--expect", "ib", "--ranks", "16"], "ib", True, "fail", ["11 of 16 ranks reached Init COMPLETE: 5 missing"]),
 ]
 
 
-@pytest.mark.parametrize(("log", "args", "transport", "gdr", "verdict", "reasons"), SHAPES,
-                         ids=[f"{s[0]}-{'-'.join(a.lstrip('-') for a in s[1][::2])}-{s[4]}" for s in SHAPES])
+@pytest.mark.parametrize(("log", "args", "transport", "gdr", "verdict", "reasons"), SHAPES, ids=[f"{s[0]}-{'-'.join(a.lstrip('-') for a in s[1][::2])}-{s[4]}" for s in SHAPES])
 def test_real_log_shapes(log, args, transport, gdr, verdict, reasons):
     rc, out = check(log, *args)
     assert (out["transport"], out["gdr"], out["verdict"]) == (transport, gdr, verdict), out["reasons"]
@@ -123,15 +124,17 @@ def test_every_shape_fixture_cites_the_public_issue_it_follows():
         assert re.match(r"# Source: https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+ ", head), (log, head)
 
 
-@pytest.mark.parametrize(("log", "networks", "link_layers", "channels"), [
-    ("ibext_v8_roce_merged", ["IBext_v8"], ["RoCE"], {"NET/IBext_v8/GDRDMA": 8, "P2P/CUMEM": 8}),
-    ("ibext_ib_sharp", ["IBext"], ["IB"], {"NET/IBext/GDRDMA": 32, "P2P/IPC": 16}),
-    ("efa_aws_libfabric_ring_mpi", ["AWS Libfabric"], [], {"NET/AWS Libfabric": 4, "P2P/IPC": 14}),
-    ("efa_aws_libfabric_shared_timestamps", ["AWS Libfabric"], [],
-     {"NET/AWS Libfabric/GDRDMA": 64, "P2P/CUMEM": 16}),
-    ("ofi_srun_label", ["OFI"], [], {"NET/OFI/GDRDMA": 32, "P2P/CUMEM": 16}),
-    ("old_channel_format", ["IB"], ["IB"], {"NET/IB/GDRDMA": 32, "P2P/direct pointer": 12, "SHM": 4}),
-])
+@pytest.mark.parametrize(
+    ("log", "networks", "link_layers", "channels"),
+    [
+        ("ibext_v8_roce_merged", ["IBext_v8"], ["RoCE"], {"NET/IBext_v8/GDRDMA": 8, "P2P/CUMEM": 8}),
+        ("ibext_ib_sharp", ["IBext"], ["IB"], {"NET/IBext/GDRDMA": 32, "P2P/IPC": 16}),
+        ("efa_aws_libfabric_ring_mpi", ["AWS Libfabric"], [], {"NET/AWS Libfabric": 4, "P2P/IPC": 14}),
+        ("efa_aws_libfabric_shared_timestamps", ["AWS Libfabric"], [], {"NET/AWS Libfabric/GDRDMA": 64, "P2P/CUMEM": 16}),
+        ("ofi_srun_label", ["OFI"], [], {"NET/OFI/GDRDMA": 32, "P2P/CUMEM": 16}),
+        ("old_channel_format", ["IB"], ["IB"], {"NET/IB/GDRDMA": 32, "P2P/direct pointer": 12, "SHM": 4}),
+    ],
+)
 def test_channels_and_network_names_as_the_log_spells_them(log, networks, link_layers, channels):
     _, out = check(log)
     assert (out["networks"], out["link_layers"], out["channels"]) == (networks, link_layers, channels)
@@ -139,20 +142,22 @@ def test_channels_and_network_names_as_the_log_spells_them(log, networks, link_l
 
 def test_json_contract_and_numbers():
     _, out = check("ib_gdr_linerate", "--expect", "ib")
-    assert {"transport", "gdr", "fell_back_to_socket", "nranks", "nccl_version", "avg_busbw_gbps", "peak_busbw_gbps",
-            "verdict", "reasons", "not_in_log"} <= set(out)
+    assert {"transport", "gdr", "fell_back_to_socket", "nranks", "nccl_version", "avg_busbw_gbps", "peak_busbw_gbps", "verdict", "reasons", "not_in_log"} <= set(out)
     assert (out["nranks"], out["init_complete"], out["nccl_version"]) == (16, 16, "2.27.7")
     assert (out["peak_busbw_gbps"], out["peak_message_bytes"], out["avg_busbw_gbps"]) == (372.1, 8589934592, 216.5)
     assert out["channels"] == {"NET/IB/GDRDMA": 8, "P2P/CUMEM": 2}
 
 
-@pytest.mark.parametrize(("log", "peak", "size", "version"), [
-    ("efa_libfabric_kubectl_timestamps", 389.7, 8589934592, "2.23.4"),  # every table line timestamped
-    ("ofi_srun_label", 45.84, 4294967296, "2.22.3"),  # every line labelled `0: `
-    ("efa_aws_libfabric_ring_mpi", 9.03, 4294967296, "2.4.8"),  # `[1,0]<stdout>:`, table without a root column
-    ("nccltests_old_table", 132.4, 8589934592, None),  # `error` column with 2e-07
-    ("roce_net_ib", 45.62, 8589934592, "2.19.3"),  # bare `NCCL version` line from nccl-tests
-])
+@pytest.mark.parametrize(
+    ("log", "peak", "size", "version"),
+    [
+        ("efa_libfabric_kubectl_timestamps", 389.7, 8589934592, "2.23.4"),  # every table line timestamped
+        ("ofi_srun_label", 45.84, 4294967296, "2.22.3"),  # every line labelled `0: `
+        ("efa_aws_libfabric_ring_mpi", 9.03, 4294967296, "2.4.8"),  # `[1,0]<stdout>:`, table without a root column
+        ("nccltests_old_table", 132.4, 8589934592, None),  # `error` column with 2e-07
+        ("roce_net_ib", 45.62, 8589934592, "2.19.3"),  # bare `NCCL version` line from nccl-tests
+    ],
+)
 def test_results_table_read_through_prefixes_and_old_layouts(log, peak, size, version):
     _, out = check(log)
     assert (out["peak_busbw_gbps"], out["peak_message_bytes"], out["nccl_version"]) == (peak, size, version)
@@ -163,20 +168,17 @@ def test_nccl_tests_without_debug_says_what_it_cannot_show():
     rc, out = check("nccltests_no_debug", "--min-busbw", "300")
     assert rc == 0 and out["reasons"] == []
     assert out["not_in_log"] == ["transport: unknown (run with NCCL_DEBUG=INFO)"]
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "nccltests_no_debug.log"),
-                          "--min-busbw", "300"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert res.stdout.startswith("NCCL ?: transport unknown (run with NCCL_DEBUG=INFO), ranks initialised not in "
-                                 "this log, peak busbw 361.4 GB/s")
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "nccltests_no_debug.log"), "--min-busbw", "300"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.stdout.startswith("NCCL ?: transport unknown (run with NCCL_DEBUG=INFO), ranks initialised not in this log, peak busbw 361.4 GB/s")
 
 
 def test_truncated_log_reports_absent_lines_as_not_in_this_log():
     _, out = check("truncated_during_init", "--expect", "ib")
     assert out["verdict"] == "pass"
     assert out["not_in_log"] == [
-        "ranks: 11 of 16 ranks reached Init COMPLETE in this log; the others' lines are not in it (give --ranks N "
-        "to require them)",
-        "bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the "
-        "log was cut)"]
+        "ranks: 11 of 16 ranks reached Init COMPLETE in this log; the others' lines are not in it (give --ranks N to require them)",
+        "bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut)",
+    ]
     assert not any("fail" in n or "under the floor" in n for n in out["not_in_log"])
 
 
@@ -185,41 +187,48 @@ ROW = "      8589934592    2147483648     float     sum      -1  48093.8  178.60
 MARK = "fastpath-acceptance: begin 2 nodes"
 
 
-@pytest.mark.parametrize("prefix", [
-    "",
-    "[1,3]<stdout>:",  # mpirun --tag-output
-    "[1,12]<stderr>:",
-    "2024-05-01T12:00:00.123Z ",  # kubectl logs --timestamps (milliseconds)
-    "2025-02-11T09:14:03.512894117Z ",  # kubectl logs --timestamps (RFC 3339 nano)
-    "  | 2025-05-22T14:26:33.403-07:00 | ",  # CloudWatch table copied from a console
-    "[2025-10-16 22:16:08] ",  # NCCL_DEBUG_TIMESTAMP_FORMAT default
-    "[pod/nccl-acceptance-launcher-7xk2p/launcher] ",  # kubectl logs --prefix
-    "12: ",  # srun --label
-    "[pod/nccl-acceptance-launcher-7xk2p/launcher] 2024-05-01T12:00:00.123456789Z [1,0]<stdout>:",  # stacked
-])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "",
+        "[1,3]<stdout>:",  # mpirun --tag-output
+        "[1,12]<stderr>:",
+        "2024-05-01T12:00:00.123Z ",  # kubectl logs --timestamps (milliseconds)
+        "2025-02-11T09:14:03.512894117Z ",  # kubectl logs --timestamps (RFC 3339 nano)
+        "  | 2025-05-22T14:26:33.403-07:00 | ",  # CloudWatch table copied from a console
+        "[2025-10-16 22:16:08] ",  # NCCL_DEBUG_TIMESTAMP_FORMAT default
+        "[pod/nccl-acceptance-launcher-7xk2p/launcher] ",  # kubectl logs --prefix
+        "12: ",  # srun --label
+        "[pod/nccl-acceptance-launcher-7xk2p/launcher] 2024-05-01T12:00:00.123456789Z [1,0]<stdout>:",  # stacked
+    ],
+)
 def test_prefixes_before_a_line_are_ignored(prefix):
     assert ncclcheck.strip_prefix(prefix + MARK) == MARK
     r = ncclcheck.parse_text(f"{prefix}{CHANNEL}\n{prefix}{ROW}\n")
     assert (r.channels, r.peak_busbw_gbps, r.peak_message_bytes) == ({"NET/IB/GDRDMA": 1}, 334.89, 8589934592)
 
 
-@pytest.mark.parametrize(("lines", "transport", "detail"), [
-    # The HPC-X plugin's own module name before the device list: RoCE all the same.
-    (["h:1:2 [0] NCCL INFO NET/IBext_v8 : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
-      "h:1:2 [0] NCCL INFO Using network IBext_v8"], "roce", ""),
-    (["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE ; OOB eth0:10.0.0.1<0>",
-      "h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA"], "ib", ""),  # mixed: not RoCE
-    (["h:1:2 [0] NCCL INFO Using network IBext_v11"], "ib", ""),  # NCCL 2.28+ with the v11 plugin, no channel lines
-    (["h:1:2 [0] NCCL INFO NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)",
-      "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/OFI/0/GDRDMA"], "libfabric/cxi", ""),
-    (["h:1:2 [0] NCCL INFO Using network GPUDirectTCPX",
-      "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0"], "unknown",
-     "unknown (NET/GPUDirectTCPX: a network module ncclcheck does not know)"),
-    (["h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC/read",
-      "h:1:2 [0] NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"], "local", ""),
-    (["h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"], "unknown",
-     "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"),
-])
+@pytest.mark.parametrize(
+    ("lines", "transport", "detail"),
+    [
+        # The HPC-X plugin's own module name before the device list: RoCE all the same.
+        (["h:1:2 [0] NCCL INFO NET/IBext_v8 : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>", "h:1:2 [0] NCCL INFO Using network IBext_v8"], "roce", ""),
+        (
+            ["h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE ; OOB eth0:10.0.0.1<0>", "h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA"],
+            "ib",
+            "",
+        ),  # mixed: not RoCE
+        (["h:1:2 [0] NCCL INFO Using network IBext_v11"], "ib", ""),  # NCCL 2.28+ with the v11 plugin, no channel lines
+        (["h:1:2 [0] NCCL INFO NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)", "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/OFI/0/GDRDMA"], "libfabric/cxi", ""),
+        (
+            ["h:1:2 [0] NCCL INFO Using network GPUDirectTCPX", "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0"],
+            "unknown",
+            "unknown (NET/GPUDirectTCPX: a network module ncclcheck does not know)",
+        ),
+        (["h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC/read", "h:1:2 [0] NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"], "local", ""),
+        (["h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"], "unknown", "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"),
+    ],
+)
 def test_transport_from_module_names_and_link_layers(lines, transport, detail):
     r = ncclcheck.parse_text("\n".join(lines))
     assert (r.transport, r.transport_note) == (transport, detail)
@@ -229,22 +238,18 @@ def test_an_unknown_network_module_fails_an_expected_transport():
     r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0/GDRDMA")
     ncclcheck.judge(r, "ib", None, None, False)
     assert r.verdict == "fail"
-    assert r.reasons[0].startswith("NCCL used NET/GPUDirectTCPX, a network module ncclcheck does not know, where ib "
-                                   "was expected")
+    assert r.reasons[0].startswith("NCCL used NET/GPUDirectTCPX, a network module ncclcheck does not know, where ib was expected")
 
 
 def test_libfabric_on_another_provider_is_not_efa():
-    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO NET/OFI Selected Provider is tcp\n"
-                             "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0")
+    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO NET/OFI Selected Provider is tcp\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0")
     ncclcheck.judge(r, "efa", None, None, False)
     assert (r.transport, r.verdict) == ("libfabric/tcp", "fail")
-    assert r.reasons == ["aws-ofi-nccl ran on libfabric's tcp provider, not efa: the pod sees no EFA device "
-                         "(vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"]
+    assert r.reasons == ["aws-ofi-nccl ran on libfabric's tcp provider, not efa: the pod sees no EFA device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"]
 
 
 def test_text_output_names_the_cause():
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "socket_fallback_with_networks.log"),
-                          "--expect", "ib"], cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "socket_fallback_with_networks.log"), "--expect", "ib"], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 1
     assert "transport socket" in res.stdout and "RDMA resource is missing from the pod" in res.stdout
 
@@ -262,8 +267,7 @@ def acceptance_log(path: Path, runs: list[tuple[int, str]], prefix: str = "") ->
 @pytest.mark.parametrize("prefix", ["", "2024-05-01T12:00:00.123456789Z ", "[pod/nccl-acceptance-launcher/launcher] "])
 def test_section_picks_one_run_while_streaming(tmp_path, prefix):
     """kubectl logs --timestamps / --prefix put their prefix before the marker lines too."""
-    path = acceptance_log(tmp_path / "a.log", [(1, "nccltests_old_table"), (2, "below_floor"), (4, "ib_gdr_linerate")],
-                          prefix)
+    path = acceptance_log(tmp_path / "a.log", [(1, "nccltests_old_table"), (2, "below_floor"), (4, "ib_gdr_linerate")], prefix)
     for nodes, peak in [(1, 132.4), (2, 215.82), (4, 372.1)]:
         report, found = ncclcheck.parse(ncclcheck.read_lines(path), nodes)
         assert found and report.peak_busbw_gbps == peak
@@ -271,37 +275,39 @@ def test_section_picks_one_run_while_streaming(tmp_path, prefix):
 
 def test_section_run_again_is_judged_on_its_last_start_and_a_cut_run_on_what_is_there(tmp_path):
     path = tmp_path / "a.log"
-    path.write_text(f"{MARK}\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"  # relaunched
-                    + acceptance_log(tmp_path / "b.log", [(2, "truncated_during_init")]).read_text())
+    path.write_text(
+        f"{MARK}\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"  # relaunched
+        + acceptance_log(tmp_path / "b.log", [(2, "truncated_during_init")]).read_text()
+    )
     report, found = ncclcheck.parse(ncclcheck.read_lines(path), 2)
     assert found and (report.transport, report.init_complete, report.peak_busbw_gbps) == ("ib", 11, None)
 
 
 def test_missing_section_is_incomplete_in_json_too(tmp_path):
     path = acceptance_log(tmp_path / "a.log", [(1, "ib_gdr_linerate")])
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4", "--format", "json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--section", "4", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     out = json.loads(res.stdout)
     assert res.returncode == 1 and out["verdict"] == "incomplete"
     assert out["reasons"][0].startswith("no 4-node run in this log")
 
 
-@pytest.mark.parametrize(("name", "content"), [
-    ("empty.log", b""),
-    ("binary.log", bytes(range(256)) * 64),
-    ("latin1.log", "h\xf4te:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE \xe9\n".encode("latin-1")),
-    ("nul.log", b"\x00" * 5000 + b"\nNCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0\x00\n"),
-    ("long-line.log", b"NCCL INFO " + b"rank 1 nranks 2 " * 400_000 + b"\n# Avg bus bandwidth : 3.5\n"),
-    ("cr-only.log", b"h:1:2 [0] NCCL INFO Using network IB\r" * 1000),
-    ("huge-numbers.log", b"h NCCL INFO rank 1 nranks " + b"9" * 5000 + b" - Init COMPLETE\n" + b"9" * 5000
-     + b" 1 float sum -1 1 1 1 0 1 1 1 0\n"),
-])
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.log", b""),
+        ("binary.log", bytes(range(256)) * 64),
+        ("latin1.log", "h\xf4te:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE \xe9\n".encode("latin-1")),
+        ("nul.log", b"\x00" * 5000 + b"\nNCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0\x00\n"),
+        ("long-line.log", b"NCCL INFO " + b"rank 1 nranks 2 " * 400_000 + b"\n# Avg bus bandwidth : 3.5\n"),
+        ("cr-only.log", b"h:1:2 [0] NCCL INFO Using network IB\r" * 1000),
+        ("huge-numbers.log", b"h NCCL INFO rank 1 nranks " + b"9" * 5000 + b" - Init COMPLETE\n" + b"9" * 5000 + b" 1 float sum -1 1 1 1 0 1 1 1 0\n"),
+    ],
+)
 def test_no_traceback_on_hostile_input(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content)
     for args in ([], ["--expect", "ib", "--ranks", "8", "--min-busbw", "10", "--section", "2"]):
-        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert res.returncode in (0, 1) and res.stderr == "", res.stderr
         assert "verdict: " in res.stdout
 
@@ -309,8 +315,7 @@ def test_no_traceback_on_hostile_input(tmp_path, name, content):
 @pytest.mark.parametrize("target", ["missing.log", "."])
 def test_unreadable_log_exits_2_naming_the_file(tmp_path, target):
     path = tmp_path / target
-    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "roce.log"), str(path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(LOGS / "roce.log"), str(path)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith(f"{path}: cannot read log: ")
 
@@ -320,9 +325,17 @@ def test_fuzzed_logs_never_raise(tmp_path, capsys):
     bytes spliced in, lines cut, dropped and repeated, under random options; each ends in a verdict, exit 0 or 1."""
     rng = random.Random(11)
     fixtures = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))]
-    options = [[], ["--expect", "ib"], ["--expect", "efa", "--allow-no-gdr"], ["--expect", "local"],
-               ["--min-busbw", "100", "--warn-busbw", "300"], ["--ranks", "16"], ["--section", "2"],
-               ["--format", "json", "--expect", "roce", "--ranks", "8"], ["--bootstrap", "eth0", "--expect", "ib"]]
+    options = [
+        [],
+        ["--expect", "ib"],
+        ["--expect", "efa", "--allow-no-gdr"],
+        ["--expect", "local"],
+        ["--min-busbw", "100", "--warn-busbw", "300"],
+        ["--ranks", "16"],
+        ["--section", "2"],
+        ["--format", "json", "--expect", "roce", "--ranks", "8"],
+        ["--bootstrap", "eth0", "--expect", "ib"],
+    ]
     path = tmp_path / "fuzz.log"
     for case in range(1000):
         if case % 4 == 0:
@@ -336,11 +349,11 @@ def test_fuzzed_logs_never_raise(tmp_path, capsys):
                         cut = rng.randrange(len(lines[i]) + 1)
                         lines[i] = lines[i][:cut] + rng.randbytes(rng.randrange(1, 40)) + lines[i][cut:]
                     case 1:
-                        lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+                        lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
                     case 2:
-                        del lines[i:i + rng.randrange(1, 50)]
+                        del lines[i : i + rng.randrange(1, 50)]
                     case _:
-                        lines[i:i] = lines[i:i + rng.randrange(1, 20)] * rng.randrange(1, 4)
+                        lines[i:i] = lines[i : i + rng.randrange(1, 20)] * rng.randrange(1, 4)
                 if not lines:
                     lines = [b""]
             data = b"".join(lines)
@@ -376,8 +389,7 @@ def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "all_reduce_perf.log"
         assert ncclcheck_bench.generate(path, 2) >= 2_000_000
-        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--format", "json", "--expect", "ib",
-                              "--ranks", "1000"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--format", "json", "--expect", "ib", "--ranks", "1000"], cwd=ROOT, capture_output=True, text=True, timeout=60)
         line_by_line, _ = ncclcheck.parse(ncclcheck.read_lines(path))
     out = json.loads(res.stdout)
     assert res.returncode == 0 and (out["verdict"], out["transport"], out["gdr"]) == ("pass", "ib", True)
@@ -392,13 +404,17 @@ def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
 def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
     """Fixtures repeated, cut, spliced with bytes, with CR and CRLF line ends, marker lines and the P2P stand-in."""
     fixtures = [p.read_bytes() for p in sorted(LOGS.glob("*.log"))]
-    extra = [b"fastpath-acceptance: begin 2 nodes\n", b"fastpath-acceptance: end 2 nodes\n",
-             b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via PQP/x\n",
-             b"h:1:2 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n",
-             b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n", b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n",
-             b"h:1:2 [0] NCCL INFO Bootstrap: Using bond1:10.0.0.9<0>\n",
-             b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth1:10.0.0.9<0>\n",
-             b"h:1:2 [0] NCCL INFO Bootstrap : Using [0]ib1:10.0.0.9<0> [1]eth0:10.1.0.9<0>; OOB eth2:1.2.3.4<5>\n"]
+    extra = [
+        b"fastpath-acceptance: begin 2 nodes\n",
+        b"fastpath-acceptance: end 2 nodes\n",
+        b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via PQP/x\n",
+        b"h:1:2 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n",
+        b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n",
+        b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n",
+        b"h:1:2 [0] NCCL INFO Bootstrap: Using bond1:10.0.0.9<0>\n",
+        b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth1:10.0.0.9<0>\n",
+        b"h:1:2 [0] NCCL INFO Bootstrap : Using [0]ib1:10.0.0.9<0> [1]eth0:10.1.0.9<0>; OOB eth2:1.2.3.4<5>\n",
+    ]
     for case in range(count):
         if case % 5 == 0:
             yield rng.randbytes(rng.randrange(0, 4096))
@@ -411,11 +427,11 @@ def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
                     cut = rng.randrange(len(lines[i]) + 1)
                     lines[i] = lines[i][:cut] + rng.randbytes(rng.randrange(1, 40)) + lines[i][cut:]
                 case 1:
-                    lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+                    lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
                 case 2:
-                    del lines[i:i + rng.randrange(1, 50)]
+                    del lines[i : i + rng.randrange(1, 50)]
                 case 3:
-                    lines[i:i] = lines[i:i + rng.randrange(1, 20)] * rng.randrange(1, 4)
+                    lines[i:i] = lines[i : i + rng.randrange(1, 20)] * rng.randrange(1, 4)
                 case 4:
                     lines[i] = lines[i].replace(b"\n", rng.choice([b"\r\n", b"\r", b"\n\r"]))
                 case _:
@@ -443,11 +459,9 @@ def test_block_reader_gives_the_line_readers_report(tmp_path):
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144])
 def test_a_line_split_across_blocks_is_read_whole(tmp_path, chunk):
     path = tmp_path / "a.log"
-    path.write_text(f"{CHANNEL}\r\n{ROW}\n{MARK}\n2024-05-01T12:00:00.123Z {CHANNEL}\nh:1:2 [0] NCCL INFO comm 0xa1 "
-                    "rank 3 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE")
+    path.write_text(f"{CHANNEL}\r\n{ROW}\n{MARK}\n2024-05-01T12:00:00.123Z {CHANNEL}\nh:1:2 [0] NCCL INFO comm 0xa1 rank 3 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE")
     report, _ = ncclcheck.parse_files([path], chunk_size=chunk)
-    assert (report.channels, report.peak_busbw_gbps, report.peak_message_bytes) == (
-        {"NET/IB/GDRDMA": 2}, 334.89, 8589934592)
+    assert (report.channels, report.peak_busbw_gbps, report.peak_message_bytes) == ({"NET/IB/GDRDMA": 2}, 334.89, 8589934592)
     assert (report.nranks, report.init_complete, report.net_channels) == (4, 1, 2)
     report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
     assert found and report.channels == {"NET/IB/GDRDMA": 1} and report.peak_busbw_gbps is None
@@ -520,32 +534,41 @@ HOSTNET = "node-7:311:311 [0] NCCL INFO "
 # (id, log: a fixture's name or its lines, --bootstrap, verdict, the reason in full (substrings) or None)
 BOOTSTRAPS = [
     ("2.27-bootstrap-and-oob", "ib_gdr_linerate", "eth0", "pass", None),
-    ("2.27-other-interface", "ib_gdr_linerate", "bond0", "fail",
-     "NCCL bootstrapped on eth0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names bond0 but NCCL used eth0"),
+    ("2.27-other-interface", "ib_gdr_linerate", "bond0", "fail", "NCCL bootstrapped on eth0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names bond0 but NCCL used eth0"),
     ("2.18-spaced", "ibext_ib_sharp", "eth0", "pass", None),
     ("2.7-indexed", "old_channel_format", "ib0", "pass", None),
     ("2.7-indexed-other", "old_channel_format", "eth0", "fail", "names eth0 but NCCL used ib0"),
     ("oob-only-vlan", "ibext_v8_roce_merged", "bond0.526", "pass", None),
-    ("not-in-log", "nccltests_old_table", "eth0", "incomplete",
-     "bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line"),
+    ("not-in-log", "nccltests_old_table", "eth0", "incomplete", "bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line"),
     # A host-network pod: NCCL_SOCKET_IFNAME=bond0 (the node's primary interface) was not set, and NCCL took the
     # first interface it found on the host.
-    ("hostnetwork-first-found", [f"{HOSTNET}Bootstrap: Using enp1s0f0:10.0.0.5<0>",
-                                 f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB enp1s0f0:10.0.0.5<0>"],
-     "bond0", "fail", "NCCL bootstrapped on enp1s0f0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names "
-     "bond0 but NCCL used enp1s0f0; set them to the interface that routes between the nodes (on the host network: "
-     "the node's primary interface)"),
-    ("hostnetwork-right", [f"{HOSTNET}Bootstrap: Using bond0:10.0.0.5<0>", f"{HOSTNET}Bootstrap: Using mlx5_0:1",
-                           f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB bond0:10.0.0.5<0>"],
-     "bond0", "pass", None),
-    ("socket-and-oob-differ", [f"{HOSTNET}Bootstrap : Using bond0:10.0.0.5<0>",
-                               f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB ; OOB eth1:192.168.0.5<0>"],
-     "bond0", "fail", "NCCL bootstrapped on eth1, not bond0"),
+    (
+        "hostnetwork-first-found",
+        [f"{HOSTNET}Bootstrap: Using enp1s0f0:10.0.0.5<0>", f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB enp1s0f0:10.0.0.5<0>"],
+        "bond0",
+        "fail",
+        "NCCL bootstrapped on enp1s0f0, not bond0: NCCL_SOCKET_IFNAME / fabric.podInterface names "
+        "bond0 but NCCL used enp1s0f0; set them to the interface that routes between the nodes (on the host network: "
+        "the node's primary interface)",
+    ),
+    (
+        "hostnetwork-right",
+        [f"{HOSTNET}Bootstrap: Using bond0:10.0.0.5<0>", f"{HOSTNET}Bootstrap: Using mlx5_0:1", f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB bond0:10.0.0.5<0>"],
+        "bond0",
+        "pass",
+        None,
+    ),
+    (
+        "socket-and-oob-differ",
+        [f"{HOSTNET}Bootstrap : Using bond0:10.0.0.5<0>", f"{HOSTNET}NET/IB : Using [0]mlx5_0:1/IB ; OOB eth1:192.168.0.5<0>"],
+        "bond0",
+        "fail",
+        "NCCL bootstrapped on eth1, not bond0",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("log", "interface", "verdict", "reason"), [row[1:] for row in BOOTSTRAPS],
-                         ids=[row[0] for row in BOOTSTRAPS])
+@pytest.mark.parametrize(("log", "interface", "verdict", "reason"), [row[1:] for row in BOOTSTRAPS], ids=[row[0] for row in BOOTSTRAPS])
 def test_bootstrap_interface(tmp_path, capsys, log, interface, verdict, reason):
     if isinstance(log, list):
         path = tmp_path / "bootstrap.log"

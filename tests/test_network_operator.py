@@ -11,17 +11,17 @@ from tests.conftest import SHARED
 from tests.helpers import DEDICATED, cfg
 
 
-@pytest.mark.parametrize(("stack", "changes", "spec_keys", "secondary"), [
-    ("prod-ib", {}, ["secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-    ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-    ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-    ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"],
-     ["cniPlugins", "multus"]),
-    ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"],
-     ["cniPlugins", "multus", "ipoib"]),
-    ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam"],
-     ["cniPlugins", "multus"]),
-])
+@pytest.mark.parametrize(
+    ("stack", "changes", "spec_keys", "secondary"),
+    [
+        ("prod-ib", {}, ["secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+        ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+        ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus", "ipoib"]),
+        ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+    ],
+)
 def test_nic_cluster_policy(stack, changes, spec_keys, secondary):
     p = cfg(stack, **changes)
     ncp = network_operator.nic_cluster_policy(p)
@@ -37,10 +37,13 @@ def test_nic_cluster_policy(stack, changes, spec_keys, secondary):
             assert {f"{e.get('resourcePrefix', prefix)}/{e['resourceName']}" for e in entries} == pod
 
 
-@pytest.mark.parametrize(("gpu_operator_on", "nfd"), [
-    (True, {"enabled": False, "deployNodeFeatureRules": False}),
-    (False, {"enabled": True}),
-])
+@pytest.mark.parametrize(
+    ("gpu_operator_on", "nfd"),
+    [
+        (True, {"enabled": False, "deployNodeFeatureRules": False}),
+        (False, {"enabled": True}),
+    ],
+)
 def test_one_nfd_and_no_node_feature_rule_without_its_crd(gpu_operator_on, nfd):
     """network-operator@v26.4.1:deployment/network-operator/templates/nodefeaturerules.yaml renders a
     NodeFeatureRule whenever `nfd.deployNodeFeatureRules` is true (its default), whatever `nfd.enabled`; the
@@ -55,8 +58,7 @@ def test_gpu_operator_nfd_labels_mellanox_nics():
     """The fact the NodeFeatureRule decision rests on, read from gpu-operator@v26.7.0's values.yaml: NFD's PCI
     source labels `pci-<vendor>.present` for network classes, so ConnectX NICs (vendor 15b3, class 0200 Ethernet
     or 0207 InfiniBand) get `feature.node.kubernetes.io/pci-15b3.present`."""
-    pci = yaml.safe_load((SHARED / "values" / "gpu-operator.values.yaml").read_text())[
-        "node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
+    pci = yaml.safe_load((SHARED / "values" / "gpu-operator.values.yaml").read_text())["node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
     assert {"0200", "0207"} <= set(pci["deviceClassWhitelist"]) and pci["deviceLabelFields"] == ["vendor"]
 
 
@@ -92,8 +94,7 @@ def test_ip_pools_leave_room_for_replacement_nodes(stack, changes, block):
         usable = ipaddress.ip_network(pool["spec"]["subnet"]).num_addresses - 2
         spare = max(2, -(-p.nodes.count // 4))
         assert usable // block >= p.nodes.count + spare
-    assert pools[0]["spec"]["nodeSelector"] == {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "nvidia.com/gpu.product", "operator": "In", "values": [p.gpu.product]}]}]}
+    assert pools[0]["spec"]["nodeSelector"] == {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [p.gpu.product]}]}]}
 
 
 @pytest.mark.skipif(not (SHARED / "crds").is_dir(), reason="shared/upstream/crds not beside checkout")
@@ -110,16 +111,17 @@ def test_ip_pools_wait_for_a_ready_nic_cluster_policy():
     assert "ready" in status["state"]["enum"]
     for changes, timeout in (({"gpu__hostMofed": False}, "3600"), ({}, "900")):
         annotations = network_operator.nic_cluster_policy(cfg("prod-ib", **changes))["metadata"]["annotations"]
-        assert annotations == {"pulumi.com/waitFor": "jsonpath={.status.state}=ready",
-                               "pulumi.com/timeoutSeconds": timeout}
+        assert annotations == {"pulumi.com/waitFor": "jsonpath={.status.state}=ready", "pulumi.com/timeoutSeconds": timeout}
         int(annotations["pulumi.com/timeoutSeconds"])
 
 
-@pytest.mark.parametrize(("changes", "env"), [
-    ({"gpu__hostMofed": False}, [{"name": "ENABLE_NFSRDMA", "value": "true"},
-                                 {"name": "UNLOAD_STORAGE_MODULES", "value": "true"}]),
-    ({"gpu__hostMofed": False, "checkpoints__nfs__rdma": False}, None),
-])
+@pytest.mark.parametrize(
+    ("changes", "env"),
+    [
+        ({"gpu__hostMofed": False}, [{"name": "ENABLE_NFSRDMA", "value": "true"}, {"name": "UNLOAD_STORAGE_MODULES", "value": "true"}]),
+        ({"gpu__hostMofed": False, "checkpoints__nfs__rdma": False}, None),
+    ],
+)
 def test_doca_driver_loads_nfs_rdma_for_rdma_checkpoints(changes, env):
     """network-operator@v26.4.1:docs/mofed-container-env-vars.md: `ENABLE_NFSRDMA` makes the DOCA driver
     container build and load the NFS-RDMA modules (rpcrdma), and `UNLOAD_STORAGE_MODULES` lets it reload the

@@ -8,11 +8,14 @@ from components import fabric, networks
 from tests.helpers import cfg
 
 
-@pytest.mark.parametrize(("stack", "changes", "cni_type", "extra"), [
-    ("prod-roce", {}, "macvlan", {"master": "ens1f0np0", "mode": "bridge", "mtu": 9000}),
-    ("prod-roce", {"fabric__attachment": "hostdevice"}, "host-device", {}),
-    ("prod-ib", {"fabric__attachment": "shared"}, "ipoib", {"master": "ibp24s0"}),
-])
+@pytest.mark.parametrize(
+    ("stack", "changes", "cni_type", "extra"),
+    [
+        ("prod-roce", {}, "macvlan", {"master": "ens1f0np0", "mode": "bridge", "mtu": 9000}),
+        ("prod-roce", {"fabric__attachment": "hostdevice"}, "host-device", {}),
+        ("prod-ib", {"fabric__attachment": "shared"}, "ipoib", {"master": "ibp24s0"}),
+    ],
+)
 def test_network_attachments(stack, changes, cni_type, extra):
     p = cfg(stack, **changes)
     nads = networks.attachments(p)

@@ -69,10 +69,13 @@ def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
     (`sriov-network-operator.sriovOperatorConfig.deploy: true`), kubeflow/trainer@v2.3.0
     charts/kubeflow-trainer/values.yaml (`runtimes.defaultEnabled: false`: enabling runs a hook that fetches kubectl
     from the internet and publishes runtimes without fabric wiring)."""
-    pinned = {("gpu-operator", ("nfd", "enabled")), ("gpu-operator", ("driver", "enabled")),
-              ("gpu-operator", ("dcgmExporter", "serviceMonitor", "enabled")),
-              ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy")),
-              ("kubeflow-trainer", ("runtimes", "defaultEnabled"))}
+    pinned = {
+        ("gpu-operator", ("nfd", "enabled")),
+        ("gpu-operator", ("driver", "enabled")),
+        ("gpu-operator", ("dcgmExporter", "serviceMonitor", "enabled")),
+        ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy")),
+        ("kubeflow-trainer", ("runtimes", "defaultEnabled")),
+    }
     for pkg in rendered(stack).packages:
         if pkg["kind"] != "helm":
             continue
@@ -161,11 +164,9 @@ WAITS = [
     ("prod-ib", "gpu-operator", ["Namespace/gpu-operator"]),
     ("prod-ib", "network-operator", ["Namespace/nvidia-network-operator"]),
     ("prod-ib", "volcano", ["Namespace/volcano-system"]),
-    ("prod-ib", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow",
-                                      "helm/volcano"]),
+    ("prod-ib", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow", "helm/volcano"]),
     ("dev", "csi-driver-nfs", []),
-    ("dev", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow",
-                                  "helm/volcano"]),
+    ("dev", "training-operator", ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow", "helm/volcano"]),
 ]
 
 
@@ -190,10 +191,10 @@ def test_waits_for_includes_what_a_parent_component_waits_for():
                 super().__init__("fastpath:test:Box", name, None, opts)
 
         from components import k8s
+
         first = k8s.apply(k8s.namespace("first", "t", "t", "baseline", "test"))
         box = Box("box", pulumi.ResourceOptions(depends_on=[first]))
-        k8s.helm_release("inner", "c", "https://example.invalid", "1.0.0", "first", {},
-                         pulumi.ResourceOptions(parent=box))
+        k8s.helm_release("inner", "c", "https://example.invalid", "1.0.0", "first", {}, pulumi.ResourceOptions(parent=box))
 
     run = render.run_program("dev", program=program)
     (pkg,) = render.packages(run)

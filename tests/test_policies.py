@@ -46,8 +46,7 @@ def test_rule_ids_are_unique_and_fixture_folders_name_real_rules():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_rendered_stacks_have_no_mandatory_violation(stack):
-    res = subprocess.run([sys.executable, "-m", "tools.lint", f"rendered/{stack}/manifests.yaml", "--format", "json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-m", "tools.lint", f"rendered/{stack}/manifests.yaml", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout
     assert [v for v in json.loads(res.stdout) if v["level"] == "mandatory"] == []
 
@@ -57,15 +56,13 @@ def test_cli_text_json_and_exit_codes(tmp_path):
     res = subprocess.run([sys.executable, "-m", "tools.lint", str(fail)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 1
     assert res.stdout.startswith("rdma-ipc-lock mandatory Pod/training/gpu-pod: ")
-    res = subprocess.run([sys.executable, "-m", "tools.lint", str(fail), "--format", "json"], cwd=ROOT,
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tools.lint", str(fail), "--format", "json"], cwd=ROOT, capture_output=True, text=True)
     (v,) = json.loads(res.stdout)
     assert set(v) == {"rule", "level", "kind", "namespace", "name", "message"}
     # Config merged over the defaults: downgrade the rule, and the run passes (advisory only).
     cfg = tmp_path / "policy.yaml"
     cfg.write_text("rdma-ipc-lock:\n  enforcementLevel: advisory\n")
-    res = subprocess.run([sys.executable, "-m", "tools.lint", str(fail), "--config", str(cfg)], cwd=ROOT,
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tools.lint", str(fail), "--config", str(cfg)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0 and "rdma-ipc-lock advisory" in res.stdout
 
 
@@ -107,14 +104,17 @@ def _rules(obj: dict) -> set[str]:
     return {v.rule for v in lint.lint([obj])}
 
 
-@pytest.mark.parametrize(("fixture", "needed"), [
-    # kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit fails the job at restarts >= backoffLimit.
-    (("restart-budget", "fail", "static-16-nodes"), 17),    # 16 pods under OnFailure: one fault = 16 restarts
-    (("restart-budget", "pass", "static-headroom"), 5),     # 4 pods
-    (("restart-budget", "fail", "elastic-worker0-store"), 9),  # c10d store on worker-0: all 8 agents exit
-    (("restart-budget", "pass", "elastic-external-store"), 2),  # etcd outside the job: only the failed pod
-    (("restart-budget", "fail", "mpijob-backoff-zero"), 2),  # the launcher; sleeping workers never restart
-])
+@pytest.mark.parametrize(
+    ("fixture", "needed"),
+    [
+        # kubeflow/trainer@v1.9.4:pkg/core/job.go PastBackoffLimit fails the job at restarts >= backoffLimit.
+        (("restart-budget", "fail", "static-16-nodes"), 17),  # 16 pods under OnFailure: one fault = 16 restarts
+        (("restart-budget", "pass", "static-headroom"), 5),  # 4 pods
+        (("restart-budget", "fail", "elastic-worker0-store"), 9),  # c10d store on worker-0: all 8 agents exit
+        (("restart-budget", "pass", "elastic-external-store"), 2),  # etcd outside the job: only the failed pod
+        (("restart-budget", "fail", "mpijob-backoff-zero"), 2),  # the launcher; sleeping workers never restart
+    ],
+)
 def test_restart_budget_is_one_more_than_the_restarts_of_one_fault(fixture, needed):
     obj = _load(*fixture)
     obj["spec"]["runPolicy"]["backoffLimit"] = needed - 1
@@ -166,13 +166,16 @@ def test_init_containers_by_restart_policy():
     assert _rules(job) == set()
 
 
-@pytest.mark.parametrize(("words", "launcher_env", "flagged"), [
-    (["-x", "NCCL_NET=IB"], {}, False),
-    (["-x", "NCCL_NET"], {"NCCL_NET": "IB"}, False),
-    (["-x", "NCCL_NET"], {}, True),  # forwards nothing: the launcher has no value
-    (["-genv", "NCCL_NET", "IB"], {}, False),
-    ([], {"NCCL_NET": "IB"}, True),  # set on the launcher only: the ranks never see it
-])
+@pytest.mark.parametrize(
+    ("words", "launcher_env", "flagged"),
+    [
+        (["-x", "NCCL_NET=IB"], {}, False),
+        (["-x", "NCCL_NET"], {"NCCL_NET": "IB"}, False),
+        (["-x", "NCCL_NET"], {}, True),  # forwards nothing: the launcher has no value
+        (["-genv", "NCCL_NET", "IB"], {}, False),
+        ([], {"NCCL_NET": "IB"}, True),  # set on the launcher only: the ranks never see it
+    ],
+)
 def test_nccl_net_reaches_mpi_ranks_through_mpirun(words, launcher_env, flagged):
     job = _load("nccl-net-set", "pass", "mpijob-exported")
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
@@ -184,8 +187,7 @@ def test_nccl_net_reaches_mpi_ranks_through_mpirun(words, launcher_env, flagged)
     assert (_rules(job) == {"nccl-net-set"}) is flagged
 
 
-@pytest.mark.parametrize(("size", "rule"), [("64Mi", "shm-mounted"), ("32Mi", "shm-mounted"), ("0", "shm-mounted"),
-                                            ("65Mi", "shm-size"), ("512Mi", "shm-size"), ("1Gi", None)])
+@pytest.mark.parametrize(("size", "rule"), [("64Mi", "shm-mounted"), ("32Mi", "shm-mounted"), ("0", "shm-mounted"), ("65Mi", "shm-size"), ("512Mi", "shm-size"), ("1Gi", None)])
 def test_shm_at_the_runtime_default_is_mandatory_above_it_advisory(size, rule):
     job = _load("shm-mounted", "fail", "shm-64mi")
     job["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = size
@@ -205,11 +207,14 @@ def test_launcher_placement_matches_tolerations_like_the_scheduler():
     assert v.level == "advisory" and "nvidia.com/gpu:NoSchedule" in v.message
 
 
-@pytest.mark.parametrize(("host", "restarts", "needed"), [
-    ("mistral-sft-rdzv", 5, 2),  # a store Service of its own: survivors re-rendezvous in place
-    ("mistral-sft-worker-0", 5, 9),  # the store dies with that pod: all 8 agents exit
-    ("etcd.training.svc", 0, 9),  # no maxRestarts: every agent exits on the first failure
-])
+@pytest.mark.parametrize(
+    ("host", "restarts", "needed"),
+    [
+        ("mistral-sft-rdzv", 5, 2),  # a store Service of its own: survivors re-rendezvous in place
+        ("mistral-sft-worker-0", 5, 9),  # the store dies with that pod: all 8 agents exit
+        ("etcd.training.svc", 0, 9),  # no maxRestarts: every agent exits on the first failure
+    ],
+)
 def test_elastic_budget_depends_on_where_the_rendezvous_store_lives(host, restarts, needed):
     job = _load("restart-budget", "pass", "elastic-external-store")
     job["spec"]["elasticPolicy"].update(rdzvHost=host, maxRestarts=restarts)
@@ -232,18 +237,21 @@ def _hostnet_pod(host_network, dns_policy, gpus) -> dict:
     return pod
 
 
-@pytest.mark.parametrize(("host_network", "dns_policy", "gpus", "flagged"), [
-    (True, None, 8, True),  # unset is defaulted to ClusterFirst
-    (True, "", 8, True),  # so is an empty string
-    (True, "ClusterFirst", 8, True),
-    (True, "ClusterFirstWithHostNet", 8, False),
-    (True, "Default", 8, False),  # the node's resolv.conf, asked for by name
-    (True, "None", 8, False),  # the pod's own dnsConfig
-    (False, None, 8, False),  # on the pod network ClusterFirst is the cluster's DNS
-    (None, "ClusterFirst", 8, False),
-    (True, None, 0, False),  # no GPUs: a node agent, not a training pod
-], ids=["unset", "empty", "cluster-first", "with-host-net", "default", "none", "pod-network", "no-host-network",
-        "non-gpu-pod"])
+@pytest.mark.parametrize(
+    ("host_network", "dns_policy", "gpus", "flagged"),
+    [
+        (True, None, 8, True),  # unset is defaulted to ClusterFirst
+        (True, "", 8, True),  # so is an empty string
+        (True, "ClusterFirst", 8, True),
+        (True, "ClusterFirstWithHostNet", 8, False),
+        (True, "Default", 8, False),  # the node's resolv.conf, asked for by name
+        (True, "None", 8, False),  # the pod's own dnsConfig
+        (False, None, 8, False),  # on the pod network ClusterFirst is the cluster's DNS
+        (None, "ClusterFirst", 8, False),
+        (True, None, 0, False),  # no GPUs: a node agent, not a training pod
+    ],
+    ids=["unset", "empty", "cluster-first", "with-host-net", "default", "none", "pod-network", "no-host-network", "non-gpu-pod"],
+)
 def test_hostnetwork_pods_need_cluster_first_with_host_net(host_network, dns_policy, gpus, flagged):
     """The kubelet answers ClusterFirst with the cluster DNS only off the host network; on it, the pod falls through
     to the node's resolv.conf unless dnsPolicy is ClusterFirstWithHostNet
@@ -260,8 +268,7 @@ def test_hostnetwork_dns_judges_the_mpi_launcher_of_a_gpu_job():
     """The launcher has no GPUs but resolves every worker's hostname for mpirun: it is judged with its job."""
     job = _load("hostnetwork-dns", "fail", "mpijob-launcher-cluster-first")
     (v,) = lint.lint([job])
-    assert v.rule == "hostnetwork-dns" and v.message.startswith("Launcher pod runs on the host network with "
-                                                                "dnsPolicy ClusterFirst:")
+    assert v.rule == "hostnetwork-dns" and v.message.startswith("Launcher pod runs on the host network with dnsPolicy ClusterFirst:")
     job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
     assert _rules(job) == set()
     del job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["dnsPolicy"]

@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "components" / "preflight.sh"
-GOOD_ENV = {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_10",
-            "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": str(64 * 2**30)}
+GOOD_ENV = {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_10", "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": str(64 * 2**30)}
 
 
-def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, addresses=("net1", "net2"),
-         memlock="unlimited", capeff=f"{0:016x}", shm="size=67108864k", gid_tables=None) -> dict:
+def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, addresses=("net1", "net2"), memlock="unlimited", capeff=f"{0:016x}", shm="size=67108864k", gid_tables=None) -> dict:
     """A fake pod filesystem; returns the env that points the script at it."""
     (root / "dev" / "infiniband").mkdir(parents=True)
     for i in range(gpus):
@@ -28,12 +26,10 @@ def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, a
         (root / "sys" / "class" / "net" / name / "operstate").write_text(state + "\n")
     (root / "proc" / "self").mkdir(parents=True)
     (root / "proc" / "self" / "limits").write_text(
-        "Limit                     Soft Limit           Hard Limit           Units\n"
-        f"Max locked memory         {memlock}            {memlock}            bytes\n")
+        f"Limit                     Soft Limit           Hard Limit           Units\nMax locked memory         {memlock}            {memlock}            bytes\n"
+    )
     (root / "proc" / "self" / "status").write_text(f"Name:\tsh\nCapEff:\t{capeff}\n")
-    (root / "proc" / "mounts").write_text(
-        "overlay / overlay rw,relatime 0 0\n"
-        + (f"tmpfs /dev/shm tmpfs rw,nosuid,nodev,relatime,{shm} 0 0\n" if shm else ""))
+    (root / "proc" / "mounts").write_text("overlay / overlay rw,relatime 0 0\n" + (f"tmpfs /dev/shm tmpfs rw,nosuid,nodev,relatime,{shm} 0 0\n" if shm else ""))
     # The kernel's view of addresses, as a pod without iproute2 reads it: a connected route per interface with
     # an address (/proc/net/route, little-endian hex) and the local /32s (/proc/net/fib_trie).
     subnet = {"net1": "10.100.0.0", "net2": "10.100.16.0"}
@@ -53,8 +49,7 @@ def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, a
         folder.mkdir(parents=True, exist_ok=True)
         for i, g in enumerate(gids):
             (folder / str(i)).write_text(g + "\n")
-    return {"PREFLIGHT_SYS": str(root / "sys"), "PREFLIGHT_DEV": str(root / "dev"),
-            "PREFLIGHT_PROC": str(root / "proc"), "PATH": os.environ["PATH"]}
+    return {"PREFLIGHT_SYS": str(root / "sys"), "PREFLIGHT_DEV": str(root / "dev"), "PREFLIGHT_PROC": str(root / "proc"), "PATH": os.environ["PATH"]}
 
 
 def run(env: dict) -> subprocess.CompletedProcess:
@@ -75,8 +70,7 @@ FAULTS = [
     ("iface-missing", {"ifaces": {"net1": "up"}}, "interface net2 missing"),
     ("iface-down", {"ifaces": {"net1": "up", "net2": "down"}}, "interface net2 is down"),
     ("no-address", {"addresses": ("net1",)}, "interface net2 has no IPv4 address"),
-    ("memlock-limited-no-ipc-lock", {"memlock": "8388608", "capeff": f"{(1 << 41) - 1 & ~(1 << 14):016x}"},
-     "RDMA cannot register memory"),  # every capability but CAP_IPC_LOCK
+    ("memlock-limited-no-ipc-lock", {"memlock": "8388608", "capeff": f"{(1 << 41) - 1 & ~(1 << 14):016x}"}, "RDMA cannot register memory"),  # every capability but CAP_IPC_LOCK
     ("shm-small", {"shm": "size=65536k"}, "/dev/shm is 67108864 bytes"),
     ("shm-not-mounted", {"shm": None}, "/dev/shm is not a sized tmpfs"),
 ]
@@ -109,11 +103,15 @@ def gid(ip: str) -> str:
 LINK_LOCAL = "fe80:0000:0000:0000:0000:0000:0000:0001"
 
 
-@pytest.mark.parametrize(("tables", "passes"), [
-    ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [gid("192.168.1.7"), gid("10.100.16.5")]}, True),
-    # the port carries only other addresses (the host's, another pod's): NCCL cannot use the pod's own GID
-    ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [LINK_LOCAL, gid("10.100.16.9")]}, False),
-], ids=["own-gid-present", "own-gid-missing"])
+@pytest.mark.parametrize(
+    ("tables", "passes"),
+    [
+        ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [gid("192.168.1.7"), gid("10.100.16.5")]}, True),
+        # the port carries only other addresses (the host's, another pod's): NCCL cannot use the pod's own GID
+        ({"mlx5_0": [LINK_LOCAL, gid("10.100.0.5")], "mlx5_10": [LINK_LOCAL, gid("10.100.16.9")]}, False),
+    ],
+    ids=["own-gid-present", "own-gid-missing"],
+)
 def test_roce_own_gid_on_each_rail(tmp_path, tables, passes):
     env = {**tree(tmp_path, gid_tables=tables), "PREFLIGHT_ROCE_GIDS": "net1:mlx5_0 net2:mlx5_10"}
     res = run(env)
@@ -130,8 +128,7 @@ def test_addresses_read_without_iproute2(tmp_path):
     bin_dir.mkdir()
     for tool in ("sh", "awk", "cat", "grep", "sort", "tr", "tail"):  # coreutils, not iproute2
         (bin_dir / tool).symlink_to(shutil.which(tool))
-    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)},
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "interface net1 up with 10.100.0.5" in res.stdout
 
@@ -141,8 +138,7 @@ def test_missing_awk_is_told_apart_from_a_bad_node(tmp_path):
     bin_dir = tmp_path / "noawk"
     bin_dir.mkdir()
     (bin_dir / "sh").symlink_to(shutil.which("sh"))
-    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)},
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
     assert res.returncode == 1
     assert "awk is not in this image" in res.stdout and "says nothing about the node" in res.stdout
 
@@ -158,13 +154,15 @@ def ports(root: Path, layers: dict[str, tuple[str, str]]) -> None:
 
 # NCCL skips a port that is not ACTIVE (and with every port skipped falls back to sockets); a RoCE NIC on an
 # InfiniBand cluster (or the reverse: a firmware LINK_TYPE never set) runs the wrong verbs.
-@pytest.mark.parametrize(("layers", "line"), [
-    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "4: ACTIVE")}, None),
-    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "2: INIT")},
-     "HCA mlx5_10 port 1 is INIT, not ACTIVE"),
-    ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("Ethernet", "4: ACTIVE")},
-     "HCA mlx5_10 port 1 is Ethernet, InfiniBand expected"),
-], ids=["active-ib", "port-init", "wrong-link-layer"])
+@pytest.mark.parametrize(
+    ("layers", "line"),
+    [
+        ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "4: ACTIVE")}, None),
+        ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("InfiniBand", "2: INIT")}, "HCA mlx5_10 port 1 is INIT, not ACTIVE"),
+        ({"mlx5_0": ("InfiniBand", "4: ACTIVE"), "mlx5_10": ("Ethernet", "4: ACTIVE")}, "HCA mlx5_10 port 1 is Ethernet, InfiniBand expected"),
+    ],
+    ids=["active-ib", "port-init", "wrong-link-layer"],
+)
 def test_hca_port_state_and_link_layer(tmp_path, layers, line):
     env = tree(tmp_path)
     ports(tmp_path, layers)
@@ -178,13 +176,17 @@ def test_hca_port_state_and_link_layer(tmp_path, layers, line):
 
 # rdma-only and hostnetwork pods have no rail interfaces; on the host network the bootstrap interface is the
 # node's own, named by fabric.podInterface, and a wrong name is NCCL failing at bootstrap.
-@pytest.mark.parametrize(("bootstrap", "states", "line"), [
-    ("net1", None, None),
-    ("bond0", None, "node interface bond0 missing"),
-    ("net2", None, "node interface net2 has no IPv4 address"),
-    # a bond that lost its links keeps its address: the state says it cannot carry bootstrap
-    ("net1", {"net1": "down", "net2": "up"}, "node interface net1 is down"),
-], ids=["present", "missing", "no-address", "down"])
+@pytest.mark.parametrize(
+    ("bootstrap", "states", "line"),
+    [
+        ("net1", None, None),
+        ("bond0", None, "node interface bond0 missing"),
+        ("net2", None, "node interface net2 has no IPv4 address"),
+        # a bond that lost its links keeps its address: the state says it cannot carry bootstrap
+        ("net1", {"net1": "down", "net2": "up"}, "node interface net1 is down"),
+    ],
+    ids=["present", "missing", "no-address", "down"],
+)
 def test_host_network_bootstrap_interface(tmp_path, bootstrap, states, line):
     env = tree(tmp_path, addresses=("net1",), ifaces=states)
     res = run({**env, "PREFLIGHT_INTERFACES": "", "PREFLIGHT_BOOTSTRAP": bootstrap})

@@ -11,8 +11,7 @@ from tools import render
 
 
 def cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "tools.render", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "tools.render", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -73,8 +72,7 @@ def test_bad_stack_exits_2_with_key_path_and_registers_nothing(tmp_path, monkeyp
 
 
 def test_secure_values_never_appear_in_output(tmp_path, monkeypatch):
-    write_stack(tmp_path, "secretive", stack_platform("dev"),
-                {"fastpath:hfToken": {"secure": "v1:AAAAsupersecretciphertext"}})
+    write_stack(tmp_path, "secretive", stack_platform("dev"), {"fastpath:hfToken": {"secure": "v1:AAAAsupersecretciphertext"}})
     monkeypatch.setattr(render, "STACKS", tmp_path)
     config, secrets = render.load_stack_config("secretive")
     assert config["fastpath:hfToken"] == render.SECRET and secrets == ["fastpath:hfToken"]
@@ -100,8 +98,7 @@ def test_render_ends_with_each_jobs_wiring_the_policy_result_and_the_summary_pat
     assert res.returncode == 0, res.stderr
     lines = res.stdout.rstrip().splitlines()
     assert lines[2].split() == ["job", "kind", "nodes", "x", "GPUs", "transport", "rails/networks", "NCCL_NET", "queue"]
-    assert lines[3].split() == ["mistral-sft", "PyTorchJob", "2-8", "(elastic)", "x", "4", "roce", "rail0-shared,",
-                                "rail1-shared", "IB", "training"]
+    assert lines[3].split() == ["mistral-sft", "PyTorchJob", "2-8", "(elastic)", "x", "4", "roce", "rail0-shared,", "rail1-shared", "IB", "training"]
     assert lines[-2] == "policy: 0 violations, 0 mandatory (python -m tools.lint)"
     assert lines[-1] == f"full summary: {out / 'SUMMARY.md'}"
     assert len(lines) <= 12, "the closing summary stays short: the rest is in SUMMARY.md"
@@ -109,8 +106,7 @@ def test_render_ends_with_each_jobs_wiring_the_policy_result_and_the_summary_pat
 
 def test_rendering_imports_none_of_the_test_extras():
     """`make render` installs requirements.txt only: a render must not need pytest, torch or the schema tools."""
-    probe = ("import sys; from tools import render; render.render_stack('prod-ib'); "
-             "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    probe = "import sys; from tools import render; render.render_stack('prod-ib'); print(sorted({m.split('.')[0] for m in sys.modules}))"
     res = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     loaded = set(eval(res.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own probe's printed list

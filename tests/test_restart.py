@@ -19,8 +19,21 @@ STEPS, SAVE_EVERY, KEEP = 30, 5, 2
 
 def command() -> list[str]:
     torchrun = Path(sys.executable).with_name("torchrun")
-    return [str(torchrun), "--standalone", "--nproc-per-node", "2", str(ROOT / "examples" / "train.py"),
-            "--steps", str(STEPS), "--save-every", str(SAVE_EVERY), "--keep", str(KEEP), "--step-seconds", "0.05"]
+    return [
+        str(torchrun),
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(ROOT / "examples" / "train.py"),
+        "--steps",
+        str(STEPS),
+        "--save-every",
+        str(SAVE_EVERY),
+        "--keep",
+        str(KEEP),
+        "--step-seconds",
+        "0.05",
+    ]
 
 
 def launch(ckpt: Path) -> subprocess.Popen:
@@ -100,9 +113,9 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path):
     finish(first)
     newest = sorted(ckpt.glob("step-*.pt"))[-1]
     newest.write_bytes(newest.read_bytes()[:100])  # truncated as by a crash mid-write on a non-atomic writer
-    proc = subprocess.run(command()[:-4] + ["--save-every", "1000", "--steps", str(STEPS)],
-                          env={**os.environ, "CHECKPOINT_DIR": str(ckpt), "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        command()[:-4] + ["--save-every", "1000", "--steps", str(STEPS)], env={**os.environ, "CHECKPOINT_DIR": str(ckpt), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0] == f"resumed from step {STEPS - SAVE_EVERY}"
 
@@ -122,9 +135,13 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     from tests import operator_v1
     from tests.conftest import stack_platform
 
-    spec = JobSpec(name="restart", image="nvcr.io/nvidia/pytorch:25.10-py3", nodes=AGENTS, gpusPerNode=1,
-                   command=["python", "-u", "/workspace/files/train.py", "--steps", str(STEPS), "--save-every",
-                            str(SAVE_EVERY), "--keep", str(KEEP), "--step-seconds", "0.1"])
+    spec = JobSpec(
+        name="restart",
+        image="nvcr.io/nvidia/pytorch:25.10-py3",
+        nodes=AGENTS,
+        gpusPerNode=1,
+        command=["python", "-u", "/workspace/files/train.py", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY), "--keep", str(KEEP), "--step-seconds", "0.1"],
+    )
     cluster = stack_platform("dev")
     cluster["nodes"]["count"] = AGENTS + 1  # a spare for the replacement pod
     r = training_job.resolve(spec, profile(PlatformConfig.model_validate(cluster)))
@@ -136,8 +153,7 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     env.update(operator_v1.pytorch_env(job))
     assert env["PET_RDZV_ENDPOINT"] == f"restart-rdzv:{training_job.RDZV_PORT}"
     env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{port}"
-    env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", CHECKPOINT_DIR=str(tmp_path / "ckpt"),
-               OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", CHECKPOINT_DIR=str(tmp_path / "ckpt"), OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     if shared_store:
         env.pop(training_job.RDZV_NO_SHARED_STORE)
     cmd = [str(Path(sys.executable).with_name("torchrun")) if a == "torchrun" else a for a in worker["command"]]
@@ -158,8 +174,7 @@ def free_port() -> int:
 
 def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     out = open(log, "a")  # noqa: SIM115 - the process writes to it until it ends
-    return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def wait_for(logs: list[Path], needle: str, timeout: float) -> bool:
@@ -171,8 +186,7 @@ def wait_for(logs: list[Path], needle: str, timeout: float) -> bool:
     return False
 
 
-def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = False,
-             give_up_after: float = 300) -> tuple[list[str], list]:
+def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = False, give_up_after: float = 300) -> tuple[list[str], list]:
     """Three torchrun agents (the job's three pods) on the c10d store pod; optionally SIGKILL one agent and its
     worker when `kill_at_step` ran (a node lost), then start it again (the operator's replacement pod)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -215,7 +229,7 @@ def test_lost_node_of_a_gang_rejoins_and_resumes_from_checkpoint(tmp_path):
     resumed = [line for log in agents for line in log if line.startswith("resumed from step")]
     assert resumed == ["resumed from step 15"], everything
     (log,) = [log for log in agents if "resumed from step 15" in log]  # the new rank 0's
-    assert steps(log[log.index("resumed from step 15"):]) == list(range(16, STEPS + 1))
+    assert steps(log[log.index("resumed from step 15") :]) == list(range(16, STEPS + 1))
     assert digest(log) == digest([line for ref in reference for line in ref])
 
 

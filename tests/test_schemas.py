@@ -12,23 +12,20 @@ pytestmark = pytest.mark.skipif(not (SHARED / "crds").is_dir(), reason="shared/u
 def test_every_rendered_object_validates(stack, rendered):
     objs = rendered(stack).objects
     assert objs
-    problems = [f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}: {e}"
-                for o in objs for e in schemas.validate(o)]
+    problems = [f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}: {e}" for o in objs for e in schemas.validate(o)]
     assert problems == []
 
 
 # The validator itself must refuse what the API server would: these must fail.
 BROKEN = [
-    ({"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"},
-      "spec": {"nvIpam": {"image": "nvidia-k8s-ipam", "enableWebhok": False}}}, "enableWebhok"),
-    ({"apiVersion": "nv-ipam.nvidia.com/v1alpha1", "kind": "IPPool", "metadata": {"name": "p", "namespace": "n"},
-      "spec": {"subnet": "10.0.0.0/24"}}, "perNodeBlockSize"),
-    ({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
-      "spec": {"accesModes": ["ReadWriteMany"]}}, "accesModes"),
-    ({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
-      "spec": {"weight": "heavy"}}, "weight"),
-    ({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-      "metadata": {"name": "n", "namespace": "t", "labels": {"x": 1}}, "spec": {"config": "{}"}}, "labels.x"),
+    (
+        {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": {"nvIpam": {"image": "nvidia-k8s-ipam", "enableWebhok": False}}},
+        "enableWebhok",
+    ),
+    ({"apiVersion": "nv-ipam.nvidia.com/v1alpha1", "kind": "IPPool", "metadata": {"name": "p", "namespace": "n"}, "spec": {"subnet": "10.0.0.0/24"}}, "perNodeBlockSize"),
+    ({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {"accesModes": ["ReadWriteMany"]}}, "accesModes"),
+    ({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}, "spec": {"weight": "heavy"}}, "weight"),
+    ({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "n", "namespace": "t", "labels": {"x": 1}}, "spec": {"config": "{}"}}, "labels.x"),
     ({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}, "no upstream CRD"),
 ]
 

@@ -9,8 +9,7 @@ from tests.conftest import stack_platform
 from tests.helpers import cfg
 
 
-@pytest.mark.parametrize(("changes", "link", "kind"), [({}, "ib", "SriovIBNetwork"),
-                                                       ({"fabric__kind": "roce"}, "eth", "SriovNetwork")])
+@pytest.mark.parametrize(("changes", "link", "kind"), [({}, "ib", "SriovIBNetwork"), ({"fabric__kind": "roce"}, "eth", "SriovNetwork")])
 def test_sriov_policies_and_networks(changes, link, kind):
     """One network CR per rail in every training namespace, named like the rail's network, without
     networkNamespace: Mellanox/sriov-network-operator@network-operator-26.4.x (bundled with network-operator
@@ -41,9 +40,10 @@ def test_sriov_rails_by_pci_address():
     """nicSelector.rootDevices selects PFs by PCI address
     (Mellanox/sriov-network-operator@network-operator-26.4.x:api/v1/helper.go `SriovNetworkNicSelector.Selected`,
     ANDed with vendor)."""
-    p = cfg("prod-ib", fabric__rails=[{k: v for k, v in rail.items() if k != "interface"} | {
-        "rootDevices": [f"0000:{0x18 + i:02x}:00.0"]} for i, rail in enumerate(stack_platform("prod-ib")[
-            "fabric"]["rails"])])
+    p = cfg(
+        "prod-ib",
+        fabric__rails=[{k: v for k, v in rail.items() if k != "interface"} | {"rootDevices": [f"0000:{0x18 + i:02x}:00.0"]} for i, rail in enumerate(stack_platform("prod-ib")["fabric"]["rails"])],
+    )
     assert sriov.node_policies(p)[2]["spec"]["nicSelector"] == {"vendor": "15b3", "rootDevices": ["0000:1a:00.0"]}
 
 
@@ -55,5 +55,4 @@ def test_sriov_pool_config(changes, max_unavailable):
     drains at once (api/v1/helper.go `SriovNetworkPoolConfig.MaxUnavailable` returns -1)."""
     pool = sriov.pool_config(cfg("prod-ib", **changes))
     assert pool["metadata"]["namespace"] == network_operator.NAMESPACE
-    assert pool["spec"] == {"nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
-                            "rdmaMode": "exclusive", "maxUnavailable": max_unavailable}
+    assert pool["spec"] == {"nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}, "rdmaMode": "exclusive", "maxUnavailable": max_unavailable}

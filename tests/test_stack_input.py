@@ -29,10 +29,8 @@ def render_cli(tmp_path, capsys) -> tuple[int, str]:
 # (id, text replaced in the dev stack file, (old, new), expected exit, needle in the error)
 YAML_CASES = [
     ("date-in-env", ("nodes: 2\n", "nodes: 2\n      env: {SNAPSHOT: 2024-06-01}\n"), 0, None),
-    ("set", ("nodes: 2\n", "nodes: 2\n      env: !!set {a, b}\n"),
-     2, "fastpath:jobs[0].env: a YAML set"),
-    ("binary", ("nodes: 2\n", "nodes: 2\n      env: {BLOB: !!binary aGVsbG8=}\n"),
-     2, "fastpath:jobs[0].env.BLOB: binary data"),
+    ("set", ("nodes: 2\n", "nodes: 2\n      env: !!set {a, b}\n"), 2, "fastpath:jobs[0].env: a YAML set"),
+    ("binary", ("nodes: 2\n", "nodes: 2\n      env: {BLOB: !!binary aGVsbG8=}\n"), 2, "fastpath:jobs[0].env.BLOB: binary data"),
     ("int-key", ("nodes: 2\n", "nodes: 2\n      env: {1: x}\n"), 2, "fastpath:jobs[0].env.1: keys are strings"),
     ("inf", ("memoryGiB: 192", "memoryGiB: .inf"), 2, "fastpath:platform.nodes.memoryGiB: inf is not a number"),
     ("config-a-list", ("config:\n", "config:\n  - x\nold:\n"), 2, "config: must be a mapping"),
@@ -81,14 +79,12 @@ SYNTAX = [
     ("nfs-server-space", {"checkpoints.nfs.server": "nfs .internal"}, {}, "checkpoints.nfs.server"),
     ("product-label", {"gpu.product": "x" * 64}, {}, "gpu.product: 'xxxx"),
     ("env-name", {}, {"env": {"MY VAR": "1"}}, "jobs[0].env.MY VAR: 'MY VAR' is not a valid environment variable"),
-    ("secret-key", {}, {"secretEnv": {"TOKEN_FILE": {"secret": "s", "key": "a/b"}}},
-     "secretEnv.TOKEN_FILE.key: 'a/b' is not a valid Secret"),
+    ("secret-key", {}, {"secretEnv": {"TOKEN_FILE": {"secret": "s", "key": "a/b"}}}, "secretEnv.TOKEN_FILE.key: 'a/b' is not a valid Secret"),
     ("image-space", {}, {"image": "nvcr.io/nvidia/pytorch:25.10-py3 "}, "contains whitespace"),
     ("ttl-int32", {}, {"ttlSecondsAfterFinished": 2**31}, "ttlSecondsAfterFinished: Input should be less than"),
     ("mount-shm", {}, {"datasets": [{"claim": "c", "mountPath": "/dev/shm"}]}, "collides with /dev/shm"),
     ("mount-ckpt", {}, {"datasets": [{"claim": "c", "mountPath": "/checkpoints/x"}]}, "the checkpoint claim"),
-    ("mount-nested", {}, {"datasets": [{"claim": "a", "mountPath": "/data"}, {"claim": "b", "mountPath": "/data/b"}]},
-     "datasets[1].mountPath /data/b and datasets[0].mountPath /data overlap"),
+    ("mount-nested", {}, {"datasets": [{"claim": "a", "mountPath": "/data"}, {"claim": "b", "mountPath": "/data/b"}]}, "datasets[1].mountPath /data/b and datasets[0].mountPath /data overlap"),
 ]
 
 
@@ -102,14 +98,17 @@ def test_kubernetes_syntax_is_refused_with_the_key_and_fix(pchanges, jchanges, n
 
 # NVIDIA/k8s-device-plugin@v0.20.0:internal/lm/resource.go `sanitise` (the GFD gpu-operator v26.7.0 pins) and the
 # cases of its resource_test.go: characters outside [A-Za-z0-9-_. ] dropped, runs of spaces joined by '-'.
-@pytest.mark.parametrize(("typed", "label"), [
-    ("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
-    ("NVIDIA  A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
-    ("NVIDIA TITAN X (Pascal)", "NVIDIA-TITAN-X-Pascal"),
-    ("some [ / thing / ]else", "some-thing-else"),
-    ("NVIDIA A100-SXM4-80GB (rev 2)", "NVIDIA-A100-SXM4-80GB-rev-2"),
-    ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3"),
-])
+@pytest.mark.parametrize(
+    ("typed", "label"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
+        ("NVIDIA  A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),
+        ("NVIDIA TITAN X (Pascal)", "NVIDIA-TITAN-X-Pascal"),
+        ("some [ / thing / ]else", "some-thing-else"),
+        ("NVIDIA A100-SXM4-80GB (rev 2)", "NVIDIA-A100-SXM4-80GB-rev-2"),
+        ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3"),
+    ],
+)
 def test_nvidia_smi_spelling_of_the_product_becomes_the_gfd_label(typed, label):
     cfg = parse({"platform": platform(**{"gpu.product": typed})}, "s")
     assert cfg.platform.gpu.product == label
@@ -129,14 +128,17 @@ def test_the_same_mistake_a_hundred_times_is_summarised():
     assert len(lines) == 4 and lines[-1].startswith("s: ... and 97 more like `fastpath:jobs[]: image 'busybox' has no tag")
 
 
-@pytest.mark.parametrize(("check", "good", "bad"), [
-    (k8s_syntax.label_value, ["", "a", "NVIDIA-H100-80GB-HBM3", "a.b_c-d"], ["-a", "a-", "a b", "a" * 64]),
-    (k8s_syntax.qualified_name, ["nvidia.com/gpu", "gpu", "a.b/c_d"], ["/gpu", "Nvidia.com/gpu", "a/b/c", "a" * 64]),
-    (k8s_syntax.dns1123_label, ["training", "a1"], ["Training", "a.b", "-a", "a" * 64]),
-    (k8s_syntax.dns1123_subdomain, ["ceph-rwx", "a.b"], ["Ceph", "a_b", "a..b"]),
-    (k8s_syntax.env_var_name, ["A", "_a", "a.b-c"], ["1A", "A B", "A=B"]),
-    (k8s_syntax.config_map_key, ["token", "a.b_c-d"], ["a/b", "", "a b"]),
-])
+@pytest.mark.parametrize(
+    ("check", "good", "bad"),
+    [
+        (k8s_syntax.label_value, ["", "a", "NVIDIA-H100-80GB-HBM3", "a.b_c-d"], ["-a", "a-", "a b", "a" * 64]),
+        (k8s_syntax.qualified_name, ["nvidia.com/gpu", "gpu", "a.b/c_d"], ["/gpu", "Nvidia.com/gpu", "a/b/c", "a" * 64]),
+        (k8s_syntax.dns1123_label, ["training", "a1"], ["Training", "a.b", "-a", "a" * 64]),
+        (k8s_syntax.dns1123_subdomain, ["ceph-rwx", "a.b"], ["Ceph", "a_b", "a..b"]),
+        (k8s_syntax.env_var_name, ["A", "_a", "a.b-c"], ["1A", "A B", "A=B"]),
+        (k8s_syntax.config_map_key, ["token", "a.b_c-d"], ["a/b", "", "a b"]),
+    ],
+)
 def test_kubernetes_syntax_rules(check, good, bad):
     """k8s.io/apimachinery/pkg/util/validation/validation.go, restated in components/k8s_syntax.py."""
     assert [v for v in good if check(v) is not None] == []
@@ -175,8 +177,7 @@ OVERRIDES = [
 ]
 
 
-@pytest.mark.parametrize(("pchanges", "jchanges", "refusal"), [c[1:] for c in OVERRIDES],
-                         ids=[c[0] for c in OVERRIDES])
+@pytest.mark.parametrize(("pchanges", "jchanges", "refusal"), [c[1:] for c in OVERRIDES], ids=[c[0] for c in OVERRIDES])
 def test_a_documented_override_renders_lint_clean_or_is_refused(pchanges, jchanges, refusal):
     from tools.lint import lint
 

@@ -45,19 +45,15 @@ def prof(p: dict):
 
 # (stack, changes, substrings of the one message)
 BAD = [
-    (V2, {"components": {"trainingOperator": True}},
-     ["fastpath:platform", "components.trainingOperator is on but jobApi is 'v2'", "use jobApi 'both'"]),
-    (V2, {"jobApi": "both", "components": {"trainingOperator": False}},
-     ["jobApi 'both'", "components.trainingOperator is false"]),
-    ("prod-ib", {"trainer": {"maxRestarts": 2}}, ["trainer configures Kubeflow Trainer v2", "jobApi 'v1'",
-                                                  "set jobApi 'v2' or 'both', or remove trainer"]),
+    (V2, {"components": {"trainingOperator": True}}, ["fastpath:platform", "components.trainingOperator is on but jobApi is 'v2'", "use jobApi 'both'"]),
+    (V2, {"jobApi": "both", "components": {"trainingOperator": False}}, ["jobApi 'both'", "components.trainingOperator is false"]),
+    ("prod-ib", {"trainer": {"maxRestarts": 2}}, ["trainer configures Kubeflow Trainer v2", "jobApi 'v1'", "set jobApi 'v2' or 'both', or remove trainer"]),
     (V2, {"jobApi": "v3"}, ["fastpath:platform.jobApi", "'v1', 'v2' or 'both'"]),
     (V2, {"trainer.mpiImage": DELETE}, ["acceptance.enabled on jobApi 'v2'", "trainer.mpiImage"]),
     (V2, {"trainer.mpiImage": "nccl-tests:latest"}, ["trainer.mpiImage", "latest"]),
     (V2, {"trainer.maxRestarts": -1}, ["fastpath:platform.trainer.maxRestarts", "greater than or equal to 0"]),
     (V2, {"trainer.maxRetries": 3}, ["fastpath:platform.trainer.maxRetries", "unknown key"]),
-    (V2, {"acceptance.image": "nvcr.io/nvidia/hpc-benchmarks:25.04"}, ["acceptance.image", "trainer.mpiImage",
-                                                                       "remove acceptance.image"]),
+    (V2, {"acceptance.image": "nvcr.io/nvidia/hpc-benchmarks:25.04"}, ["acceptance.image", "trainer.mpiImage", "remove acceptance.image"]),
 ]
 
 
@@ -73,8 +69,7 @@ def test_bad_job_api_config_is_refused_with_key_path_and_fix(stack_name, changes
 
 
 # (jobApi, components.trainingOperator as written, operator installed, APIs served)
-APIS = [("v1", None, True, ("v1",)), ("v2", None, False, ("v2",)), ("both", None, True, ("v1", "v2")),
-        ("v2", False, False, ("v2",)), ("v1", False, False, ("v1",))]
+APIS = [("v1", None, True, ("v1",)), ("v2", None, False, ("v2",)), ("both", None, True, ("v1", "v2")), ("v2", False, False, ("v2",)), ("v1", False, False, ("v1",))]
 
 
 @pytest.mark.parametrize(("api", "flag", "operator", "served"), APIS)
@@ -90,8 +85,7 @@ def test_job_api_decides_the_training_operator_and_what_jobs_get(api, flag, oper
 
 
 # (job api on the stack, job changes, key, substring) refused; GOOD_JOB is accepted as is.
-GOOD_JOB = {"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"],
-            "nodes": 2}
+GOOD_JOB = {"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "nodes": 2}
 JOB_BAD = [
     ("v2", {"api": "v2"}, "api", "serves only v2"),
     ("v1", {"api": "v2"}, "api", "serves only v1"),
@@ -126,8 +120,13 @@ def test_no_mpi_runtime_without_its_image():
     p = platform(acceptance={"enabled": False})
     p["trainer"].pop("mpiImage")
     assert [name for name, _, _ in prof(p).runtimes()] == [
-        "fastpath-torch-critical", "fastpath-torch", "fastpath-torch-preemptible",
-        "fastpath-plain-critical", "fastpath-plain", "fastpath-plain-preemptible"]
+        "fastpath-torch-critical",
+        "fastpath-torch",
+        "fastpath-torch-preemptible",
+        "fastpath-plain-critical",
+        "fastpath-plain",
+        "fastpath-plain-preemptible",
+    ]
     with pytest.raises(config.ConfigError, match=r"jobs\[0\].framework: this cluster publishes no MPI runtime"):
         stack.parse({"platform": p, "jobs": [{**GOOD_JOB, "framework": "mpi"}]}, "stacks/Pulumi.x.yaml")
 
@@ -141,8 +140,7 @@ def trainer_values() -> dict:
 
 # kubernetes-sigs/jobset@v0.12.0:charts/jobset/values.yaml (the subchart's in-repo defaults; not beside the
 # checkout): a staging image, pulled Always.
-JOBSET_IN_REPO_IMAGE = {"repository": "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset",
-                        "pullPolicy": "Always", "tag": "main"}
+JOBSET_IN_REPO_IMAGE = {"repository": "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset", "pullPolicy": "Always", "tag": "main"}
 
 
 @pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
@@ -156,8 +154,7 @@ def test_trainer_values_against_the_chart():
     assert chart["image"]["tag"] == "" and ours["image"] == {"tag": "v2.3.0"}
     assert chart["runtimes"]["defaultEnabled"] is False and ours["runtimes"] == {"defaultEnabled": False}
     assert chart["jobset"] == {"install": True, "fullnameOverride": "jobset"}  # the subchart installs
-    assert ours["jobset"] == {"image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0",
-                                        "pullPolicy": "IfNotPresent"}}
+    assert ours["jobset"] == {"image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0", "pullPolicy": "IfNotPresent"}}
     assert set(ours["jobset"]["image"]) == set(JOBSET_IN_REPO_IMAGE)
     # Left at the chart's: its own webhook certificate (no cert-manager), webhook failurePolicy Fail, CRDs on.
     assert chart["manager"]["config"]["certManagement"]["enable"] is True
@@ -193,8 +190,7 @@ def test_install_order_in_the_graph(rendered):
     runtimes = by_type["ClusterTrainingRuntime"]
     assert len(runtimes) == 9
     assert all(trainer_release.urn in r.dependencies for r in runtimes)
-    names = {r.urn: r.inputs["metadata"].get("name") for r in run.registrations if r.custom
-             and isinstance(r.inputs.get("metadata"), dict)}
+    names = {r.urn: r.inputs["metadata"].get("name") for r in run.registrations if r.custom and isinstance(r.inputs.get("metadata"), dict)}
     for job in by_type["TrainJob"]:
         deps = {names.get(d) for d in job.dependencies}
         assert {rt.inputs["metadata"]["name"] for rt in runtimes} <= deps, job.name
@@ -205,8 +201,7 @@ def test_install_order_in_the_graph(rendered):
 @pytest.mark.parametrize("stack_name", ["dev", "prod-ib", "prod-roce"])
 def test_v1_stacks_install_no_trainer(stack_name, rendered):
     run = rendered(stack_name).run
-    assert not any(r.type == "fastpath:platform:Trainer" or "trainer.kubeflow.org" in json.dumps(r.inputs)[:2000]
-                   for r in run.registrations)
+    assert not any(r.type == "fastpath:platform:Trainer" or "trainer.kubeflow.org" in json.dumps(r.inputs)[:2000] for r in run.registrations)
 
 
 # ------------------------------------------------------------------------------------------- runtimes
@@ -215,21 +210,16 @@ DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "m
 
 
 def rails(subnets: bool):
-    return [{"hca": h, "interface": f"ibp{i}", "speedGbps": 400,
-             **({"subnet": f"10.{i}.0.0/16"} if subnets else {})} for i, h in enumerate(DGX)]
+    return [{"hca": h, "interface": f"ibp{i}", "speedGbps": 400, **({"subnet": f"10.{i}.0.0/16"} if subnets else {})} for i, h in enumerate(DGX)]
 
 
 # Every kind and attachment of components/kinds.py: (id, fabric, RDMA resource of rail 0, Multus networks)
 FABRICS = [
-    ("ib-sriov", {"kind": "infiniband", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0",
-     True),
+    ("ib-sriov", {"kind": "infiniband", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0", True),
     ("ib-shared", {"kind": "infiniband", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),
-    ("ib-hostdevice", {"kind": "infiniband", "attachment": "hostdevice", "rails": rails(True)},
-     "nvidia.com/hostdev_rail0", True),
-    ("ib-hostnetwork", {"kind": "infiniband", "attachment": "hostnetwork", "rails": rails(False),
-                        "podInterface": "bond0"}, "rdma/shared_rail0", False),
-    ("ib-rdma-only", {"kind": "infiniband", "attachment": "rdma-only", "rails": rails(False)}, "rdma/shared_rail0",
-     False),
+    ("ib-hostdevice", {"kind": "infiniband", "attachment": "hostdevice", "rails": rails(True)}, "nvidia.com/hostdev_rail0", True),
+    ("ib-hostnetwork", {"kind": "infiniband", "attachment": "hostnetwork", "rails": rails(False), "podInterface": "bond0"}, "rdma/shared_rail0", False),
+    ("ib-rdma-only", {"kind": "infiniband", "attachment": "rdma-only", "rails": rails(False)}, "rdma/shared_rail0", False),
     ("roce-shared", {"kind": "roce", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),
     ("efa", {"kind": "efa", "efaDevicesPerNode": 32}, "vpc.amazonaws.com/efa", False),
     ("tcp", {"kind": "tcp"}, None, False),
@@ -254,9 +244,12 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     rt = training_job.runtime(profile, fw, "training-critical")
     assert schemas.validate(rt) == []
     assert rt["metadata"]["name"] == f"fastpath-{fw}-critical"
-    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-          "metadata": {"name": "llama", "namespace": "research"},
-          "spec": {"runtimeRef": {"name": rt["metadata"]["name"]}, "trainer": {"numNodes": 4}}}
+    tj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama", "namespace": "research"},
+        "spec": {"runtimeRef": {"name": rt["metadata"]["name"]}, "trainer": {"numNodes": 4}},
+    }
     pod = effective_pod(tj, rt)
     spec = pod["spec"]
     (node,) = [c for c in spec["containers"] if c["name"] == "node"]
@@ -273,8 +266,7 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
     assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}} in spec["volumes"]
-    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else []) + (
-        ["mpi-hosts"] if fw == "mpi" else [])
+    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else []) + (["mpi-hosts"] if fw == "mpi" else [])
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-critical"
     assert spec["restartPolicy"] == "Never"
@@ -287,8 +279,7 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     else:
         assert NETWORKS_ANNOTATION not in notes
     host = fab.get("attachment") == "hostnetwork"
-    assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == ((True, "ClusterFirstWithHostNet") if host
-                                                               else (None, None))
+    assert (spec.get("hostNetwork"), spec.get("dnsPolicy")) == ((True, "ClusterFirstWithHostNet") if host else (None, None))
     assert ("PET_LOCAL_ADDR" in env) is (host and fw == "torch")
     assert (notes.get("fastpath.dev/primary-interface") == "bond0") is host
     assert override_problems(tj, rt) == []
@@ -296,11 +287,10 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
 
 def test_runtimes_are_one_per_framework_and_tier(rendered):
     objs = [o for o in rendered(V2).objects if o["kind"] == "ClusterTrainingRuntime"]
-    tiers = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["replicatedJobs"][-1]["template"]["spec"]
-             ["template"]["spec"]["priorityClassName"] for o in objs}
-    assert tiers == {f"fastpath-{fw}{suffix}": tier for fw in ("torch", "mpi", "plain") for suffix, tier in
-                     (("", "training-standard"), ("-critical", "training-critical"),
-                      ("-preemptible", "training-preemptible"))}
+    tiers = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["replicatedJobs"][-1]["template"]["spec"]["template"]["spec"]["priorityClassName"] for o in objs}
+    assert tiers == {
+        f"fastpath-{fw}{suffix}": tier for fw in ("torch", "mpi", "plain") for suffix, tier in (("", "training-standard"), ("-critical", "training-critical"), ("-preemptible", "training-preemptible"))
+    }
     for o in objs:
         assert o["spec"]["template"]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "research"}
         assert o["spec"]["podGroupPolicy"] == {"volcano": {}}
@@ -318,8 +308,7 @@ def test_runtimes_are_one_per_framework_and_tier(rendered):
 def v2_job(rendered, name: str) -> tuple[dict, dict]:
     objs = rendered(V2).objects
     tj = next(o for o in objs if o["kind"] == "TrainJob" and o["metadata"]["name"] == name)
-    rt = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime"
-              and o["metadata"]["name"] == tj["spec"]["runtimeRef"]["name"])
+    rt = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == tj["spec"]["runtimeRef"]["name"])
     return tj, rt
 
 
@@ -332,8 +321,7 @@ def test_torch_job_is_a_thin_train_job_on_the_tiers_runtime(rendered):
     trainer_spec = tj["spec"]["trainer"]
     assert trainer_spec["command"] == ["torchrun", "-m", "llm.pretrain", "--config", "/data/configs/llama-70b.yaml"]
     assert trainer_spec["numNodes"] == 8 and trainer_spec["numProcPerNode"] == 8
-    assert trainer_spec["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token",
-                                                                                       "key": "token"}}}]
+    assert trainer_spec["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
     (patch,) = tj["spec"]["runtimePatches"]
     assert patch["manager"] == "fastpath.dev/jobs"
     derived = effective_jobset(tj, rt)
@@ -346,8 +334,7 @@ def test_torch_job_is_a_thin_train_job_on_the_tiers_runtime(rendered):
     assert env["PET_NNODES"] == "8" and env["PET_NPROC_PER_NODE"] == "8"
     assert env["PET_MASTER_ADDR"] == "llama-pretrain-node-0-0.llama-pretrain"
     assert override_problems(tj, rt) == []
-    for obj in (tj, {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                     "metadata": {"name": "llama-pretrain"}, "spec": derived["jobset"]}):
+    for obj in (tj, {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llama-pretrain"}, "spec": derived["jobset"]}):
         assert schemas.validate(obj) == []
 
 
@@ -381,7 +368,7 @@ def test_mpi_job_runs_mpirun_on_the_launcher_and_forwards_the_fabric(rendered):
 
 def test_contract_in_the_summary_is_the_effective_pod(rendered):
     text = rendered(V2).files["SUMMARY.md"]
-    section = text[text.index("### `llama-pretrain`"):text.index("### `llama-sft`")]
+    section = text[text.index("### `llama-pretrain`") : text.index("### `llama-sft`")]
     assert "| runtime | fastpath-torch-critical |" in section
     assert "| kind | TrainJob |" in section and "| queue | production |" in section
     assert "| PET_MASTER_ADDR | `llama-pretrain-node-0-0.llama-pretrain` |" in section
@@ -419,18 +406,13 @@ def test_trainer_controller_may_read_priority_classes_before_it_starts(rendered)
     run = rendered(V2).run
     by_kind = {r.inputs.get("kind"): r for r in run.registrations if r.custom}
     role, binding = by_kind["ClusterRole"], by_kind["ClusterRoleBinding"]
-    assert role.inputs["rules"] == [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
-                                     "verbs": ["get", "list", "watch"]}]
-    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                         "name": role.inputs["metadata"]["name"]}
-    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "kubeflow-trainer-controller-manager",
-                                           "namespace": "kubeflow-system"}]
-    (release,) = [r for r in run.registrations if r.type.endswith(":Release") and r.inputs["name"] ==
-                  "kubeflow-trainer"]
+    assert role.inputs["rules"] == [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]}]
+    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.inputs["metadata"]["name"]}
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "kubeflow-trainer-controller-manager", "namespace": "kubeflow-system"}]
+    (release,) = [r for r in run.registrations if r.type.endswith(":Release") and r.inputs["name"] == "kubeflow-trainer"]
     assert {role.urn, binding.urn} <= set(release.dependencies)
     for obj in (role, binding):
-        manifest = {"apiVersion": obj.inputs["apiVersion"], "kind": obj.inputs["kind"],
-                    **{k: v for k, v in obj.inputs.items() if k not in ("apiVersion", "kind")}}
+        manifest = {"apiVersion": obj.inputs["apiVersion"], "kind": obj.inputs["kind"], **{k: v for k, v in obj.inputs.items() if k not in ("apiVersion", "kind")}}
         assert schemas.validate(manifest) == []
 
 
@@ -438,8 +420,7 @@ def test_trainer_release_keeps_its_crds(rendered):
     """The trainer CRDs are chart templates with no `helm.sh/resource-policy: keep` and no value to add it
     (kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/templates/crd/): deleting the release would delete every
     TrainJob and its pods. Pulumi refuses to delete or replace it, and would only forget it."""
-    (release,) = [r for r in rendered(V2).run.registrations if r.type.endswith(":Release")
-                  and r.inputs["name"] == "kubeflow-trainer"]
+    (release,) = [r for r in rendered(V2).run.registrations if r.type.endswith(":Release") and r.inputs["name"] == "kubeflow-trainer"]
     assert release.protect and release.retain_on_delete
 
 
@@ -454,9 +435,13 @@ def test_runtimes_and_acceptance_are_replaced_when_an_immutable_field_changes(re
     assert runtimes
     for r in runtimes:
         assert r.delete_before_replace and set(r.replace_on_changes) == {
-            "spec.template.spec.failurePolicy", "spec.template.spec.network", "spec.template.spec.successPolicy",
-            "spec.template.spec.startupPolicy", "spec.template.spec.volumeClaimPolicies",
-            "spec.template.spec.replicatedJobs[*].dependsOn"}
+            "spec.template.spec.failurePolicy",
+            "spec.template.spec.network",
+            "spec.template.spec.successPolicy",
+            "spec.template.spec.startupPolicy",
+            "spec.template.spec.volumeClaimPolicies",
+            "spec.template.spec.replicatedJobs[*].dependsOn",
+        }
     for r in run.registrations:
         if r.inputs.get("kind") == "TrainJob":  # the acceptance run as the training jobs
             assert r.replace_on_changes == ["spec"] and r.delete_before_replace, r.name
@@ -504,8 +489,7 @@ def test_launcher_waits_for_every_host_in_an_init_container_the_train_job_cannot
 
 
 def _run(script: str, arg: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run(["/bin/sh", "-c", script, arg], env=env, capture_output=True, text=True, timeout=60,
-                          cwd=tmp_path)
+    return subprocess.run(["/bin/sh", "-c", script, arg], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
 def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_ssh_error(tmp_path):
@@ -515,17 +499,17 @@ def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_
     bin_dir.mkdir()
     keys.mkdir()
     (keys / "id_rsa").write_text("key")
-    (tmp_path / "hostfile").write_text("run-node-0-0.run slots=8\nrun-node-0-1.run slots=8\n"
-                                       "run-launcher-0-0.run slots=8\n")
+    (tmp_path / "hostfile").write_text("run-node-0-0.run slots=8\nrun-node-0-1.run slots=8\nrun-launcher-0-0.run slots=8\n")
     ssh = bin_dir / "ssh"
-    ssh.write_text('#!/bin/sh\nfor a; do h=$a; case "$a" in true) break;; esac; prev=$h; done\n'
-                   'echo "$prev" >> "$LOG"\ncase "$prev" in $DOWN) echo "Connection refused" >&2; exit 255;; esac\n')
+    ssh.write_text('#!/bin/sh\nfor a; do h=$a; case "$a" in true) break;; esac; prev=$h; done\necho "$prev" >> "$LOG"\ncase "$prev" in $DOWN) echo "Connection refused" >&2; exit 255;; esac\n')
     ssh.chmod(0o755)
-    script = (trainer_v2_runtime.MPI_HOSTS_SCRIPT.replace("/etc/mpi/hostfile", str(tmp_path / "hostfile"))
-              .replace(trainer_v2_runtime.SSH_KEY_DIR, str(tmp_path / "copy")).replace("+ 900 ))", "+ 1 ))")
-              .replace("sleep 5", "sleep 1"))
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FASTPATH_TRAINJOB": "run", "LOG": str(tmp_path / "log"),
-           "DOWN": "nothing"}
+    script = (
+        trainer_v2_runtime.MPI_HOSTS_SCRIPT.replace("/etc/mpi/hostfile", str(tmp_path / "hostfile"))
+        .replace(trainer_v2_runtime.SSH_KEY_DIR, str(tmp_path / "copy"))
+        .replace("+ 900 ))", "+ 1 ))")
+        .replace("sleep 5", "sleep 1")
+    )
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FASTPATH_TRAINJOB": "run", "LOG": str(tmp_path / "log"), "DOWN": "nothing"}
     ok = _run(script, str(keys), env, tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "log").read_text().split() == ["run-node-0-0.run", "run-node-0-1.run"]
@@ -535,8 +519,7 @@ def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_
     assert "run-node-0-1.run took no ssh login on port 2222 within 900s: Connection refused" in down.stderr
 
 
-@pytest.mark.skipif(Path("/usr/sbin/sshd").exists() or Path("/sbin/sshd").exists(),
-                    reason="the script would start this machine's sshd")
+@pytest.mark.skipif(Path("/usr/sbin/sshd").exists() or Path("/sbin/sshd").exists(), reason="the script would start this machine's sshd")
 def test_node_without_sshd_fails_fast_with_the_reason(tmp_path):
     """An MPI image without openssh-server: the `node` container exits 3 at once with what is missing, which the
     runtime's rules turn into a failed run (tests/test_trainer_faults.py), not maxRestarts gang restarts."""
@@ -564,20 +547,27 @@ def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
     (sshd,) = node["spec"]["containers"]
     script = sshd["command"][2]
     assert sshd["command"][3] == "/root/.ssh"
-    for piece in ("ssh-keygen -A", '-f /dev/null -p 2222', "-o PermitRootLogin=prohibit-password",
-                  '-o AuthorizedKeysFile="$0/authorized_keys"', "-o StrictModes=no",
-                  'cp "$0/id_rsa" /run/fastpath-ssh/id_rsa && chmod 600 /run/fastpath-ssh/id_rsa',
-                  'exec "$(command -v sshd)"'):
+    for piece in (
+        "ssh-keygen -A",
+        "-f /dev/null -p 2222",
+        "-o PermitRootLogin=prohibit-password",
+        '-o AuthorizedKeysFile="$0/authorized_keys"',
+        "-o StrictModes=no",
+        'cp "$0/id_rsa" /run/fastpath-ssh/id_rsa && chmod 600 /run/fastpath-ssh/id_rsa',
+        'exec "$(command -v sshd)"',
+    ):
         assert piece in script, piece
-    options = ("-p 2222 -i /run/fastpath-ssh/id_rsa -o IdentitiesOnly=yes -o StrictHostKeyChecking=no "
-               "-o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10")
+    options = "-p 2222 -i /run/fastpath-ssh/id_rsa -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10"
     env = {e["name"]: e.get("value") for e in launcher["spec"]["containers"][0]["env"]}
     assert env["OMPI_MCA_plm_rsh_agent"] == env["PRTE_MCA_plm_ssh_agent"] == f"ssh {options}"
     # Open MPI 5 (PRRTE) names of what the plugin sets with ORTE names (item 12 of the review).
     assert {k: env[k] for k in env if k.startswith("PRTE_MCA_")} == {
-        "PRTE_MCA_plm_ssh_agent": f"ssh {options}", "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
-        "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
-        "PRTE_MCA_prte_set_default_slots": "8"}
+        "PRTE_MCA_plm_ssh_agent": f"ssh {options}",
+        "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+        "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
+        "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+        "PRTE_MCA_prte_set_default_slots": "8",
+    }
     command = tj["spec"]["trainer"]["command"]
     text = command[2] if command[0] == "sh" else shlex.join(command)
     assert shlex.join(["-mca", "plm_rsh_args", options]) in text

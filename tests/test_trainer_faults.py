@@ -21,8 +21,7 @@ def runtimes(rendered) -> list[dict]:
 def jobset_of(rendered, job: str) -> tuple[dict, dict]:
     objs = rendered(V2).objects
     tj = next(o for o in objs if o["kind"] == "TrainJob" and o["metadata"]["name"] == job)
-    rt = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime"
-              and o["metadata"]["name"] == tj["spec"]["runtimeRef"]["name"])
+    rt = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == tj["spec"]["runtimeRef"]["name"])
     return tj, effective_jobset(tj, rt)["jobset"]
 
 
@@ -151,14 +150,14 @@ def test_lost_node_holds_the_run_until_the_node_is_out_of_service_and_the_summar
     assert not js.counts_as_failed(job_spec, phase="Running", terminating=True)
     assert js.job_condition(failure_target=True, terminating_pods=1) == "FailureTarget"  # no JobSet action
     assert not js.pod_gc_ends(node_ready=False, taints={"node.kubernetes.io/unreachable"})
-    assert js.pod_gc_ends(node_ready=False, taints={"node.kubernetes.io/unreachable",
-                                                    "node.kubernetes.io/out-of-service"})
+    assert js.pod_gc_ends(node_ready=False, taints={"node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service"})
     assert js.pod_gc_ends(node_ready=False, taints=set(), node_exists=False)
     assert js.job_condition(failure_target=True, terminating_pods=0) == "Failed"
     summary = rendered(V2).files["SUMMARY.md"]
-    section = summary[summary.index(f"### `{job}`"):] if f"### `{job}`" in summary else summary
-    assert ("a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
-            "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted") in section
+    section = summary[summary.index(f"### `{job}`") :] if f"### `{job}`" in summary else summary
+    assert (
+        "a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted"
+    ) in section
 
 
 def test_finished_run_deletes_its_active_pods_and_frees_the_gpus(rendered):

@@ -27,8 +27,7 @@ def upstream(name: str) -> dict:
 
 
 def rails(n):
-    return [{"hca": f"mlx5_{i}", "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400}
-            for i in range(n)]
+    return [{"hca": f"mlx5_{i}", "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400} for i in range(n)]
 
 
 FABRICS = {
@@ -42,10 +41,22 @@ FABRICS = {
 
 def shape(fab="ib-shared", **kw) -> NodeShape:
     wiring = fabric.pod_wiring(FabricConfig.model_validate(FABRICS[fab]), "ml", 8, 8)
-    args = dict(wiring=wiring, image="nvcr.io/nvidia/pytorch:25.10-py3", gpus=8, memory_gib=1800, shm_gib=128,
-                cpus=200, gpu_product="NVIDIA-H100-80GB-HBM3", gpu_taint_key="nvidia.com/gpu", queue="training",
-                priority_class="training-normal", checkpoint_claim="checkpoints", preflight_config_map="preflight",
-                preflight_env={"PREFLIGHT_GPUS": "8"}, max_restarts=5)
+    args = dict(
+        wiring=wiring,
+        image="nvcr.io/nvidia/pytorch:25.10-py3",
+        gpus=8,
+        memory_gib=1800,
+        shm_gib=128,
+        cpus=200,
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpu_taint_key="nvidia.com/gpu",
+        queue="training",
+        priority_class="training-normal",
+        checkpoint_claim="checkpoints",
+        preflight_config_map="preflight",
+        preflight_env={"PREFLIGHT_GPUS": "8"},
+        max_restarts=5,
+    )
     args.update(kw)
     return NodeShape(**args)
 
@@ -65,13 +76,19 @@ def test_runtime_and_train_job_validate_against_upstream_crds(framework, fab):
     (../shared/upstream/crds/trainer.kubeflow.org_*.yaml); the derived JobSet against
     kubernetes-sigs/jobset@v0.12.0:config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml."""
     rt = cluster_training_runtime(f"fastpath-{framework}", framework, shape(fab))
-    tj = train_job("llama", rt["metadata"]["name"], namespace="ml", command=["torchrun", "train.py"], num_nodes=4,
-                   queue="research", env={"WANDB_PROJECT": "llama"},
-                   resources_per_node={"limits": {"nvidia.com/gpu": 8}, "requests": {"nvidia.com/gpu": 8}})
+    tj = train_job(
+        "llama",
+        rt["metadata"]["name"],
+        namespace="ml",
+        command=["torchrun", "train.py"],
+        num_nodes=4,
+        queue="research",
+        env={"WANDB_PROJECT": "llama"},
+        resources_per_node={"limits": {"nvidia.com/gpu": 8}, "requests": {"nvidia.com/gpu": 8}},
+    )
     assert validate(rt) == []
     assert validate(tj) == []
-    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llama"},
-          "spec": effective_jobset(tj, rt)["jobset"]}
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llama"}, "spec": effective_jobset(tj, rt)["jobset"]}
     assert validate(js) == []
 
 
@@ -85,8 +102,7 @@ def test_upstream_torch_runtime_effective_pod():
     pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy (PET_* after the job's env, master
     `<job>-node-0-0.<job>:29500`, "auto" with GPUs), pkg/runtime/core/trainingruntime.go newRuntimeInfo
     (resourcesPerNode merged into `node`) and plugins/jobset/builder.go Trainer (image, command replaced)."""
-    tj = train_job("mnist", "torch-distributed", image="my/image:1", command=["torchrun", "train.py"], num_nodes=3,
-                   env={"EPOCHS": "3"}, resources_per_node={"limits": {"nvidia.com/gpu": 2}})
+    tj = train_job("mnist", "torch-distributed", image="my/image:1", command=["torchrun", "train.py"], num_nodes=3, env={"EPOCHS": "3"}, resources_per_node={"limits": {"nvidia.com/gpu": 2}})
     js = effective_jobset(tj, upstream("torch_distributed"))
     node = js["jobset"]["replicatedJobs"][0]
     assert node["replicas"] == 1
@@ -99,8 +115,7 @@ def test_upstream_torch_runtime_effective_pod():
         {"name": "EPOCHS", "value": "3"},
         {"name": "PET_NNODES", "value": "3"},
         {"name": "PET_NPROC_PER_NODE", "value": "auto"},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
         {"name": "PET_MASTER_ADDR", "value": "mnist-node-0-0.mnist"},
         {"name": "PET_MASTER_PORT", "value": "29500"},
     ]
@@ -122,8 +137,7 @@ def test_upstream_deepspeed_runtime_effective_jobset():
     pods, slots become the GPU count, the launcher's container (named `node`) gets the hostfile and OMPI env, both
     get the SSH secret at sshAuthMountPath; builder.go Trainer puts the command on the launcher only and the env
     on both."""
-    tj = train_job("ds", "deepspeed-distributed", command=["mpirun", "python", "train.py"], num_nodes=4,
-                   env={"EPOCHS": "1"}, resources_per_node={"limits": {"nvidia.com/gpu": 4}})
+    tj = train_job("ds", "deepspeed-distributed", command=["mpirun", "python", "train.py"], num_nodes=4, env={"EPOCHS": "1"}, resources_per_node={"limits": {"nvidia.com/gpu": 4}})
     js = effective_jobset(tj, upstream("deepspeed_distributed"))
     assert js["counts"] == {"node": 3, "launcher": 1}
     node, launcher = js["jobset"]["replicatedJobs"]
@@ -131,27 +145,31 @@ def test_upstream_deepspeed_runtime_effective_jobset():
     assert worker["command"] == ["/usr/sbin/sshd"]
     assert lc["command"] == ["mpirun", "python", "train.py"]
     assert env_of(worker) == {"EPOCHS": "1"}
-    assert env_of(lc) == {"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
-                          "OMPI_MCA_orte_keep_fqdn_hostnames": "true", "OMPI_MCA_orte_set_default_slots": "4",
-                          "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10", "EPOCHS": "1"}
+    assert env_of(lc) == {
+        "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_orte_set_default_slots": "4",
+        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+        "EPOCHS": "1",
+    }
     assert worker["resources"] == lc["resources"] == {"limits": {"nvidia.com/gpu": 4}}
     assert worker["volumeMounts"] == [{"name": "mpi-ssh-auth", "mountPath": "/home/mpiuser/.ssh"}]
-    assert lc["volumeMounts"] == [{"name": "mpi-ssh-auth", "mountPath": "/home/mpiuser/.ssh"},
-                                  {"name": "mpi-hostfile", "mountPath": "/etc/mpi"}]
-    assert [v["name"] for v in launcher["template"]["spec"]["template"]["spec"]["volumes"]] == \
-        ["mpi-ssh-auth", "mpi-hostfile"]
+    assert lc["volumeMounts"] == [{"name": "mpi-ssh-auth", "mountPath": "/home/mpiuser/.ssh"}, {"name": "mpi-hostfile", "mountPath": "/etc/mpi"}]
+    assert [v["name"] for v in launcher["template"]["spec"]["template"]["spec"]["volumes"]] == ["mpi-ssh-auth", "mpi-hostfile"]
 
 
 def test_resources_per_node_merges_per_key_and_rdma_survives():
     """kubeflow/trainer@v2.3.0:pkg/util/trainingruntime/trainingruntime.go MergeResourceRequirements: limits and
     requests merge per resource name, so a TrainJob setting GPUs, CPU and memory keeps the rails."""
     rt = cluster_training_runtime("fastpath-torch", "torch", shape())
-    tj = train_job("llama", "fastpath-torch", command=["torchrun", "train.py"], resources_per_node={
-        "limits": {"nvidia.com/gpu": 8, "cpu": 100, "memory": "900Gi"},
-        "requests": {"nvidia.com/gpu": 8, "cpu": 100, "memory": "900Gi"}})
+    tj = train_job(
+        "llama",
+        "fastpath-torch",
+        command=["torchrun", "train.py"],
+        resources_per_node={"limits": {"nvidia.com/gpu": 8, "cpu": 100, "memory": "900Gi"}, "requests": {"nvidia.com/gpu": 8, "cpu": 100, "memory": "900Gi"}},
+    )
     c = container(effective_pod(tj, rt))
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": 8, "memory": "900Gi", "cpu": 100,
-                                        "rdma/shared_rail0": 1, "rdma/shared_rail1": 1}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": 8, "memory": "900Gi", "cpu": 100, "rdma/shared_rail0": 1, "rdma/shared_rail1": 1}
     assert override_problems(tj, rt) == []
 
 
@@ -161,8 +179,8 @@ def test_fabric_wiring_in_the_effective_pod():
     pod = effective_pod(train_job("llama", "fastpath-torch", command=["torchrun", "train.py"], num_nodes=2), rt)
     c = container(pod)
     assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
-        '[{"name":"rail0-shared","namespace":"ml","interface":"net1"},'
-        '{"name":"rail1-shared","namespace":"ml","interface":"net2"}]')
+        '[{"name":"rail0-shared","namespace":"ml","interface":"net1"},{"name":"rail1-shared","namespace":"ml","interface":"net2"}]'
+    )
     assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert {k: v for k, v in env_of(c).items() if k.startswith("NCCL_NET")} == {"NCCL_NET": "IB"}
     assert c["resources"]["limits"]["memory"] == "1800Gi"
@@ -170,8 +188,7 @@ def test_fabric_wiring_in_the_effective_pod():
     assert [i["name"] for i in pod["spec"]["initContainers"]] == ["preflight"]
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert pod["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert c["volumeMounts"][1] == {"name": "checkpoints", "mountPath": "/checkpoints",
-                                    "subPathExpr": "$(FASTPATH_TRAINJOB)"}
+    assert c["volumeMounts"][1] == {"name": "checkpoints", "mountPath": "/checkpoints", "subPathExpr": "$(FASTPATH_TRAINJOB)"}
     assert (pod["spec"]["schedulerName"], pod["spec"]["restartPolicy"]) == ("volcano", "Never")
 
 
@@ -184,9 +201,11 @@ def test_volcano_pod_group_and_queue():
     js = effective_jobset(train_job("acc", "fastpath-mpi", command=["mpirun", "x"], num_nodes=3), rt)
     assert js["counts"] == {"node": 2, "launcher": 1}
     assert js["podGroup"] == {
-        "minMember": 3, "queue": "training", "priorityClassName": "training-normal",
-        "minResources": {"cpu": 600, "memory": "5400Gi", "nvidia.com/gpu": 24, "rdma/shared_rail0": 3,
-                         "rdma/shared_rail1": 3}}
+        "minMember": 3,
+        "queue": "training",
+        "priorityClassName": "training-normal",
+        "minResources": {"cpu": 600, "memory": "5400Gi", "nvidia.com/gpu": 24, "rdma/shared_rail0": 3, "rdma/shared_rail1": 3},
+    }
     for rjob in js["jobset"]["replicatedJobs"]:
         assert rjob["template"]["spec"]["template"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "acc"
     patched = effective_jobset(train_job("acc", "fastpath-mpi", num_nodes=3, queue="research"), rt)
@@ -200,49 +219,64 @@ def test_failure_policy_is_a_gang_restart_and_a_failed_preflight_ends_the_run():
     constructJobsFromTemplate: BlockingRecreate creates nothing until the previous Jobs are gone."""
     rt = cluster_training_runtime("fastpath-torch", "torch", shape(max_restarts=5))
     spec = rt["spec"]["template"]["spec"]
-    assert spec["failurePolicy"] == {"maxRestarts": 5, "restartStrategy": "BlockingRecreate", "rules": [
-        {"name": "preflight", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
-         "onJobFailureMessagePatterns": [
-             r"^Container (preflight) for pod \S+ failed with exit code 3 matching FailJob rule"]},
-        {"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-         "onJobFailureReasons": ["PodFailurePolicy"],
-         "onJobFailureMessagePatterns": [r"^Pod \S+ has condition DisruptionTarget matching FailJob rule"]}]}
+    assert spec["failurePolicy"] == {
+        "maxRestarts": 5,
+        "restartStrategy": "BlockingRecreate",
+        "rules": [
+            {
+                "name": "preflight",
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [r"^Container (preflight) for pod \S+ failed with exit code 3 matching FailJob rule"],
+            },
+            {
+                "name": "disruption",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [r"^Pod \S+ has condition DisruptionTarget matching FailJob rule"],
+            },
+        ],
+    }
     job = spec["replicatedJobs"][0]["template"]["spec"]
     assert job["backoffLimit"] == 0
-    assert job["podFailurePolicy"] == {"rules": [
-        {"action": "FailJob", "onExitCodes": {"containerName": "preflight", "operator": "In", "values": [3]}},
-        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    assert job["podFailurePolicy"] == {
+        "rules": [
+            {"action": "FailJob", "onExitCodes": {"containerName": "preflight", "operator": "In", "values": [3]}},
+            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        ]
+    }
     assert validate(rt) == []
 
 
 def patched_job(**pod_spec) -> dict:
     tj = train_job("llama", "fastpath-torch", command=["torchrun", "train.py"])
-    tj["spec"]["runtimePatches"] = [{"manager": "example.com/user", "trainingRuntimeSpec": {"template": {"spec": {
-        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod_spec}}}]}}}}]
+    tj["spec"]["runtimePatches"] = [
+        {"manager": "example.com/user", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod_spec}}}]}}}}
+    ]
     return tj
 
 
 # (id, TrainJob, text a finding must contain, number of findings)
 OVERRIDES = [
-    ("rail-zeroed", train_job("llama", "fastpath-torch", resources_per_node={
-        "limits": {"nvidia.com/gpu": 8, "rdma/shared_rail0": 0}, "requests": {"nvidia.com/gpu": 8}}),
-     "limits.rdma/shared_rail0 to 0", 2),  # and requests 1 != limits 0
-    ("gpu-limit-only", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 4}}),
-     "nvidia.com/gpu requests 8 and limits 4", 1),
-    ("no-gpu-in-resources", train_job("llama", "fastpath-torch", resources_per_node={
-        "limits": {"cpu": 100}, "requests": {"cpu": 100}}), "one process per node", 1),
-    ("memory-under-shm", train_job("llama", "fastpath-torch", resources_per_node={
-        "limits": {"nvidia.com/gpu": 8, "memory": "100Gi"}, "requests": {"nvidia.com/gpu": 8, "memory": "100Gi"}}),
-     "not above /dev/shm 128Gi", 1),
+    (
+        "rail-zeroed",
+        train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 8, "rdma/shared_rail0": 0}, "requests": {"nvidia.com/gpu": 8}}),
+        "limits.rdma/shared_rail0 to 0",
+        2,
+    ),  # and requests 1 != limits 0
+    ("gpu-limit-only", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 4}}), "nvidia.com/gpu requests 8 and limits 4", 1),
+    ("no-gpu-in-resources", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"cpu": 100}, "requests": {"cpu": 100}}), "one process per node", 1),
+    (
+        "memory-under-shm",
+        train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 8, "memory": "100Gi"}, "requests": {"nvidia.com/gpu": 8, "memory": "100Gi"}}),
+        "not above /dev/shm 128Gi",
+        1,
+    ),
     ("nccl-env", train_job("llama", "fastpath-torch", env={"NCCL_IB_HCA": "mlx5_0"}), "env NCCL_IB_HCA", 1),
-    ("tolerations", patched_job(spec={"tolerations": [{"key": "other", "operator": "Exists"}]}),
-     "drop nvidia.com/gpu", 1),
-    ("networks", patched_job(metadata={"annotations": {"k8s.v1.cni.cncf.io/networks": "[]"}}),
-     "lose their rail interfaces", 1),
-    ("capabilities", patched_job(spec={"containers": [{"name": "node", "securityContext": {
-        "capabilities": {"add": ["SYS_PTRACE"]}}}]}), "drops IPC_LOCK", 1),
-    ("shm-volume", patched_job(spec={"volumes": [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]}),
-     "replace volume dshm", 1),
+    ("tolerations", patched_job(spec={"tolerations": [{"key": "other", "operator": "Exists"}]}), "drop nvidia.com/gpu", 1),
+    ("networks", patched_job(metadata={"annotations": {"k8s.v1.cni.cncf.io/networks": "[]"}}), "lose their rail interfaces", 1),
+    ("capabilities", patched_job(spec={"containers": [{"name": "node", "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}]}), "drops IPC_LOCK", 1),
+    ("shm-volume", patched_job(spec={"volumes": [{"name": "dshm", "hostPath": {"path": "/dev/shm"}}]}), "replace volume dshm", 1),
 ]
 
 

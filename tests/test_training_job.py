@@ -14,11 +14,8 @@ from tools import schemas
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 FABRICS = {
     "tcp": {"kind": "tcp"},
-    "ib-sriov": {"kind": "infiniband", "attachment": "sriov", "rails": [
-        {"hca": h, "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400} for i, h in enumerate(DGX)]},
-    "roce-shared": {"kind": "roce", "attachment": "shared", "rails": [
-        {"hca": f"mlx5_{i}", "interface": f"ens{i}", "subnet": f"192.168.{4 * i}.0/22", "speedGbps": 200}
-        for i in range(2)]},
+    "ib-sriov": {"kind": "infiniband", "attachment": "sriov", "rails": [{"hca": h, "interface": f"ibp{i}", "subnet": f"10.{i}.0.0/16", "speedGbps": 400} for i, h in enumerate(DGX)]},
+    "roce-shared": {"kind": "roce", "attachment": "shared", "rails": [{"hca": f"mlx5_{i}", "interface": f"ens{i}", "subnet": f"192.168.{4 * i}.0/22", "speedGbps": 200} for i in range(2)]},
     "efa": {"kind": "efa", "efaDevicesPerNode": 32},
 }
 
@@ -37,24 +34,25 @@ def profile_for(fab: str) -> dict:
 # pod sees them (not SR-IOV VFs, not EFA), the rail interfaces, 128 GiB of /dev/shm, RoCE GIDs per rail.
 _SHM = str(128 * 2**30)
 PREFLIGHT_EXPECTS = {
-    "ib-sriov": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "8", "PREFLIGHT_HCAS": "",
-                 "PREFLIGHT_INTERFACES": " ".join(f"net{i}" for i in range(1, 9)), "PREFLIGHT_SHM_BYTES": _SHM},
-    "roce-shared": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_1",
-                    "PREFLIGHT_LINK_LAYER": "Ethernet", "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": _SHM,
-                    "PREFLIGHT_ROCE_GIDS": "net1:mlx5_0 net2:mlx5_1"},
-    "efa": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "32", "PREFLIGHT_HCAS": "",
-            "PREFLIGHT_INTERFACES": "", "PREFLIGHT_SHM_BYTES": _SHM},
+    "ib-sriov": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "8", "PREFLIGHT_HCAS": "", "PREFLIGHT_INTERFACES": " ".join(f"net{i}" for i in range(1, 9)), "PREFLIGHT_SHM_BYTES": _SHM},
+    "roce-shared": {
+        "PREFLIGHT_GPUS": "8",
+        "PREFLIGHT_RDMA_DEVICES": "2",
+        "PREFLIGHT_HCAS": "mlx5_0 mlx5_1",
+        "PREFLIGHT_LINK_LAYER": "Ethernet",
+        "PREFLIGHT_INTERFACES": "net1 net2",
+        "PREFLIGHT_SHM_BYTES": _SHM,
+        "PREFLIGHT_ROCE_GIDS": "net1:mlx5_0 net2:mlx5_1",
+    },
+    "efa": {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "32", "PREFLIGHT_HCAS": "", "PREFLIGHT_INTERFACES": "", "PREFLIGHT_SHM_BYTES": _SHM},
 }
 
 SIZES = {"fixed": {"nodes": 4}, "elastic": {"elastic": {"minNodes": 2, "maxNodes": 6}}}
-MATRIX = [(f, fw, size) for f in FABRICS for fw in ("pytorch", "mpi", "tensorflow") for size in SIZES
-          if not (size == "elastic" and fw != "pytorch")]
+MATRIX = [(f, fw, size) for f in FABRICS for fw in ("pytorch", "mpi", "tensorflow") for size in SIZES if not (size == "elastic" and fw != "pytorch")]
 
 
 def job(fw, size, **extra):
-    return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3",
-                                   "command": ["python", "train.py", "--lr", "3e-4"], "framework": fw,
-                                   **SIZES[size], **extra})
+    return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py", "--lr", "3e-4"], "framework": fw, **SIZES[size], **extra})
 
 
 def gpu_templates(m: dict) -> list[tuple[str, dict, dict]]:
@@ -77,8 +75,7 @@ def test_job_pod_wiring(fab, fw, size):
     expected_env.append({"name": "CHECKPOINT_DIR", "value": "/checkpoints/run"})
     assert wiring.env.get("NCCL_NET") == {"tcp": None, "efa": "Libfabric"}.get(fab, "IB")
     if fw == "pytorch" and fab != "tcp":  # the preflight runs in the main container (ExitCode)
-        expected_env += [{"name": "FASTPATH_PREFLIGHT", "value": "/fastpath/preflight.sh"},
-                         *({"name": k, "value": v} for k, v in PREFLIGHT_EXPECTS[fab].items())]
+        expected_env += [{"name": "FASTPATH_PREFLIGHT", "value": "/fastpath/preflight.sh"}, *({"name": k, "value": v} for k, v in PREFLIGHT_EXPECTS[fab].items())]
     if fw == "pytorch":  # one start and one per fault it may recover from (see tests/test_job_faults.py)
         expected_env.append({"name": "FASTPATH_MAX_STARTS", "value": "4"})
     for _role, replica, tpl in gpu_templates(m):
@@ -112,8 +109,7 @@ def test_job_pod_wiring(fab, fw, size):
     assert policy["cleanPodPolicy"] == "Running" and policy["ttlSecondsAfterFinished"] == 259200
     assert "backoffLimit" not in policy
     launcher = 1 if fw == "mpi" else 0
-    assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher,
-                                          "queue": "research", "priorityClass": "training-standard"}
+    assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher, "queue": "research", "priorityClass": "training-standard"}
     total = sum(s["replicas"] for _, s, _ in gpu_templates(m))
     assert total == (4 if size == "fixed" else 6)
     if (SHARED / "crds").is_dir():
@@ -132,22 +128,25 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
     lo, hi = (4, 4) if size == "fixed" else (2, 6)
     assert m["spec"]["elasticPolicy"] == {
-        "minReplicas": lo, "maxReplicas": hi, "maxRestarts": 3, "rdzvBackend": "c10d", "rdzvHost": "run-rdzv",
-        "rdzvPort": 29400, "rdzvId": "run",
-        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"},
-                     {"key": "read_timeout", "value": "600"}]}
+        "minReplicas": lo,
+        "maxReplicas": hi,
+        "maxRestarts": 3,
+        "rdzvBackend": "c10d",
+        "rdzvHost": "run-rdzv",
+        "rdzvPort": 29400,
+        "rdzvId": "run",
+        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "600"}],
+    }
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["command"] == ["sh", "-c", training_job.LAUNCH, "fastpath", "torchrun", "train.py", "--lr",
-                                 "3e-4"]
+    assert worker["command"] == ["sh", "-c", training_job.LAUNCH, "fastpath", "torchrun", "train.py", "--lr", "3e-4"]
     deployment, service, pdb = training_job.rendezvous(r)
     assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
     # Evicting the store ends the job: no voluntary eviction, no autoscaler scale-down of its node.
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 0
     assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
-    assert deployment["spec"]["template"]["metadata"]["annotations"] == {
-        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    assert deployment["spec"]["template"]["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
     pod = deployment["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"] == c["resources"]["requests"]
@@ -157,25 +156,26 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
         assert [e for o in (m, deployment, service, pdb) for e in schemas.validate(o)] == []
 
 
-@pytest.mark.parametrize(("command", "expected"), [
-    (["python", "train.py"], ["torchrun", "train.py"]),
-    (["python3", "-m", "pkg.train", "--x"], ["torchrun", "-m", "pkg.train", "--x"]),
-    # torchrun rejects -u (it runs Python with -u itself; the operator sets PYTHONUNBUFFERED=1)
-    (["python", "-u", "train.py"], ["torchrun", "train.py"]),
-    (["python3.12", "-u", "-m", "pkg.train"], ["torchrun", "-m", "pkg.train"]),
-    # other interpreter flags only survive as a program torchrun runs as given
-    (["python", "-X", "faulthandler", "train.py"], ["torchrun", "--no-python", "python", "-X", "faulthandler",
-                                                     "train.py"]),
-    (["/usr/bin/python3", "train.py"], ["torchrun", "train.py"]),
-    (["./run.sh"], ["torchrun", "--no-python", "./run.sh"]),
-])
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["python", "train.py"], ["torchrun", "train.py"]),
+        (["python3", "-m", "pkg.train", "--x"], ["torchrun", "-m", "pkg.train", "--x"]),
+        # torchrun rejects -u (it runs Python with -u itself; the operator sets PYTHONUNBUFFERED=1)
+        (["python", "-u", "train.py"], ["torchrun", "train.py"]),
+        (["python3.12", "-u", "-m", "pkg.train"], ["torchrun", "-m", "pkg.train"]),
+        # other interpreter flags only survive as a program torchrun runs as given
+        (["python", "-X", "faulthandler", "train.py"], ["torchrun", "--no-python", "python", "-X", "faulthandler", "train.py"]),
+        (["/usr/bin/python3", "train.py"], ["torchrun", "train.py"]),
+        (["./run.sh"], ["torchrun", "--no-python", "./run.sh"]),
+    ],
+)
 def test_torchrun_command(command, expected):
     assert training_job.torchrun_command(command) == expected
 
 
 def test_mpi_launcher_forwards_every_pod_variable():
-    r = training_job.resolve(job("mpi", "fixed", secretEnv={"HF_TOKEN": {"secret": "hf", "key": "t"}},
-                                 env={"MY_FLAG": "1"}), profile_for("ib-sriov"))
+    r = training_job.resolve(job("mpi", "fixed", secretEnv={"HF_TOKEN": {"secret": "hf", "key": "t"}}, env={"MY_FLAG": "1"}), profile_for("ib-sriov"))
     m = training_job.manifest(r)
     assert m["spec"]["slotsPerWorker"] == 8
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
@@ -202,16 +202,14 @@ def test_tensorflow_has_chief_and_workers():
 
 
 def test_debug_nccl_and_overrides_reach_the_pod():
-    r = training_job.resolve(job("pytorch", "fixed", debugNccl=True, envOverrides={"NCCL_IB_HCA": "=mlx5_0"}),
-                             profile_for("ib-sriov"))
+    r = training_job.resolve(job("pytorch", "fixed", debugNccl=True, envOverrides={"NCCL_IB_HCA": "=mlx5_0"}), profile_for("ib-sriov"))
     assert r.env["NCCL_DEBUG"] == "INFO" and r.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
     assert r.env["NCCL_IB_HCA"] == "=mlx5_0"
     assert training_job.contract(r)["envOverrides"] == ["NCCL_IB_HCA"]
 
 
 def test_datasets_are_read_only_and_secrets_use_secret_key_ref():
-    r = training_job.resolve(job("pytorch", "fixed", datasets=[{"claim": "corpus", "mountPath": "/data"}],
-                                 secretEnv={"HF_TOKEN": {"secret": "hf", "key": "token"}}), profile_for("tcp"))
+    r = training_job.resolve(job("pytorch", "fixed", datasets=[{"claim": "corpus", "mountPath": "/data"}], secretEnv={"HF_TOKEN": {"secret": "hf", "key": "token"}}), profile_for("tcp"))
     pod = training_job.pod_template(r, ["x"])["spec"]
     c = pod["containers"][0]
     assert {"name": "dataset-0", "mountPath": "/data", "readOnly": True} in c["volumeMounts"]
@@ -235,8 +233,11 @@ def test_partial_node_pod_is_on_every_rail(fab):
 def test_partial_node_job_refused_on_hostdevice():
     p = stack_platform("prod-roce")
     p["fabric"]["attachment"] = "hostdevice"
-    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.gpusPerNode: 2 of a node's 4 GPUs on "
-                                                 r"fabric.attachment 'hostdevice'"):
+    with pytest.raises(
+        config.ConfigError,
+        match=r"jobs\[0\]\.gpusPerNode: 2 of a node's 4 GPUs on "
+        r"fabric.attachment 'hostdevice'",
+    ):
         stack.parse({"platform": p, "jobs": [{**GOOD, "gpusPerNode": 2}]}, "s")
 
 
@@ -266,8 +267,7 @@ BAD = [
     ({"command": ["python", "-m", "torch.distributed.run", "train.py"]}, "command: starts torchrun"),
     ({"command": ["deepspeed", "train.py"]}, "command: starts deepspeed"),
     ({"command": ["accelerate", "launch", "train.py"]}, "command: starts accelerate launch"),
-    ({"framework": "mpi", "command": ["mpirun", "-np", "8", "python", "t.py"]}, "launches the command itself "
-                                                                                 "with mpirun over every GPU"),
+    ({"framework": "mpi", "command": ["mpirun", "-np", "8", "python", "t.py"]}, "launches the command itself with mpirun over every GPU"),
     ({"framework": "tensorflow", "maxRestarts": 2}, "maxRestarts: tensorflow workers cannot re-form"),
     ({"files": {"train.py": "examples/nope.py"}}, "files.train.py: examples/nope.py is not a file"),
     ({"nodes": None, "elastic": {"minNodes": 1, "maxNodes": 2, "maxRestarts": 5}}, "elastic.maxRestarts moved"),
@@ -330,13 +330,16 @@ def test_missing_profile_in_stack_reference_is_a_clear_error():
         render.run_program("dev", program=lambda: from_stack("acme/other/prod"), references={})
 
 
-@pytest.mark.parametrize(("fab", "extra", "present", "hcas"), [
-    ("ib-sriov", {}, True, ""),  # VF names are not the host's: count devices, do not name them
-    ("roce-shared", {}, True, "mlx5_0 mlx5_1"),
-    ("efa", {}, True, ""),
-    ("tcp", {}, False, None),
-    ("ib-sriov", {"preflight": False}, False, None),
-])
+@pytest.mark.parametrize(
+    ("fab", "extra", "present", "hcas"),
+    [
+        ("ib-sriov", {}, True, ""),  # VF names are not the host's: count devices, do not name them
+        ("roce-shared", {}, True, "mlx5_0 mlx5_1"),
+        ("efa", {}, True, ""),
+        ("tcp", {}, False, None),
+        ("ib-sriov", {"preflight": False}, False, None),
+    ],
+)
 def test_preflight_init_container(fab, extra, present, hcas):
     prof = profile_for(fab)
     r = training_job.resolve(job("pytorch", "fixed", **extra), prof)
@@ -352,8 +355,7 @@ def test_preflight_init_container(fab, extra, present, hcas):
     assert env["PREFLIGHT_SHM_BYTES"] == str(128 * 2**30)
     # Same devices as the app container (the kubelet hands them on), little memory of its own.
     app_limits = pod["containers"][0]["resources"]["limits"]
-    assert {k: v for k, v in init["resources"]["limits"].items() if k not in ("memory", "cpu")} == {
-        k: v for k, v in app_limits.items() if k not in ("memory", "cpu")}
+    assert {k: v for k, v in init["resources"]["limits"].items() if k not in ("memory", "cpu")} == {k: v for k, v in app_limits.items() if k not in ("memory", "cpu")}
     assert {"name": "preflight", "configMap": {"name": "fastpath-preflight"}} in pod["volumes"]
     assert init["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
 
@@ -373,8 +375,7 @@ def test_job_named_like_the_acceptance_job_is_refused():
     with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.name: 'nccl-acceptance' is the name of a fabric"):
         stack.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2}]}, "s")
     # In another namespace the name is free.
-    stack.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2,
-                                           "namespace": "research"}]}, "s")
+    stack.parse({"platform": p, "jobs": [{**GOOD, "name": "nccl-acceptance", "nodes": 2, "namespace": "research"}]}, "s")
 
 
 def test_files_over_a_configmaps_size_are_refused(tmp_path, monkeypatch):

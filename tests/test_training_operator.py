@@ -28,7 +28,7 @@ def parse_git_repo_url(raw: str) -> tuple[str, str]:
     if len(parts) < 2:
         raise ValueError("invalid Git URL")
     if (i := path.rfind(".git")) != -1:  # the last `.git` ends the repository
-        return f"{u.scheme}://{u.netloc}/{path[:i + 4]}", path[i + 4:].strip("/")
+        return f"{u.scheme}://{u.netloc}/{path[: i + 4]}", path[i + 4 :].strip("/")
     owner, repo = parts[0], parts[1]
     if not owner or not repo:
         raise ValueError("invalid Git URL")
@@ -59,7 +59,7 @@ def ref_and_subdir(url_path: str, remote_refs: list[str]) -> tuple[str, str]:
     rest = "/".join(parts[1:]) + "/"
     for ref in sorted(remote_refs, key=lambda r: len(short(r)), reverse=True):
         if rest.startswith(short(ref) + "/"):
-            return ref, rest[len(short(ref)) + 1:].removesuffix("/")
+            return ref, rest[len(short(ref)) + 1 :].removesuffix("/")
     raise ValueError("invalid Git URL")
 
 
@@ -77,17 +77,18 @@ def test_overlay_url_fetches_the_pinned_tag_and_overlay():
     sdk/go/common/util/gitutil/git.go, pulumi/pulumi-kubernetes invoke_kustomize.go)."""
     url = training_operator.overlay_url(versions.TRAINING_OPERATOR_REF)
     assert url == "https://github.com/kubeflow/trainer/tree/v1.9.4/manifests/overlays/standalone"
-    assert provider_fetches(url) == ("https://github.com/kubeflow/trainer.git", "refs/tags/v1.9.4",
-                                     "manifests/overlays/standalone")
+    assert provider_fetches(url) == ("https://github.com/kubeflow/trainer.git", "refs/tags/v1.9.4", "manifests/overlays/standalone")
 
 
-@pytest.mark.parametrize(("directory", "outcome"), [
-    # kustomize's remote form without a scheme: refused before anything is cloned.
-    ("github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", "invalid URL scheme: "),
-    # With a scheme the query is dropped: the default branch, silently, not v1.9.4.
-    ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4",
-     ("https://github.com/kubeflow/trainer.git", "HEAD", "manifests/overlays/standalone")),
-])
+@pytest.mark.parametrize(
+    ("directory", "outcome"),
+    [
+        # kustomize's remote form without a scheme: refused before anything is cloned.
+        ("github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", "invalid URL scheme: "),
+        # With a scheme the query is dropped: the default branch, silently, not v1.9.4.
+        ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", ("https://github.com/kubeflow/trainer.git", "HEAD", "manifests/overlays/standalone")),
+    ],
+)
 def test_forms_the_provider_does_not_fetch_at_a_ref(directory, outcome):
     """Why not the kustomize-style URL fastpath used before: the v1 provider does not run kustomize's remote
     loader for the top-level directory (pulumi/pulumi sdk/go/common/util/gitutil/git.go)."""
@@ -113,10 +114,12 @@ def cfg(**components) -> PlatformConfig:
     return PlatformConfig.model_validate(p)
 
 
-FLAGS = ["--gang-scheduler-name=volcano",
-         "--pytorch-init-container-image=docker.io/library/alpine:3.21.3",
-         "--pytorch-init-container-template-file=/etc/config/initContainer.yaml",
-         "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"]
+FLAGS = [
+    "--gang-scheduler-name=volcano",
+    "--pytorch-init-container-image=docker.io/library/alpine:3.21.3",
+    "--pytorch-init-container-template-file=/etc/config/initContainer.yaml",
+    "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
+]
 
 
 @pytest.mark.skipif(not OVERLAY_FILE.is_file(), reason="shared/upstream/manifests not beside checkout")
@@ -138,13 +141,9 @@ def test_operator_deployment_as_patched(volcano, flags):
     pod = dep["spec"]["template"]
     (c,) = pod["spec"]["containers"]
     assert c["command"] == ["/manager"] and c["args"] == flags
-    assert c["volumeMounts"] == [
-        *before["spec"]["template"]["spec"]["containers"][0]["volumeMounts"],
-        {"name": "init-container-template", "mountPath": "/etc/config", "readOnly": True}]
-    assert pod["spec"]["volumes"] == [*before["spec"]["template"]["spec"]["volumes"], {
-        "name": "init-container-template", "configMap": {"name": "training-operator-init-container"}}]
-    assert set(pod["metadata"]["annotations"]) == {"sidecar.istio.io/inject",
-                                                   "fastpath.dev/init-container-template-sha256"}
+    assert c["volumeMounts"] == [*before["spec"]["template"]["spec"]["containers"][0]["volumeMounts"], {"name": "init-container-template", "mountPath": "/etc/config", "readOnly": True}]
+    assert pod["spec"]["volumes"] == [*before["spec"]["template"]["spec"]["volumes"], {"name": "init-container-template", "configMap": {"name": "training-operator-init-container"}}]
+    assert set(pod["metadata"]["annotations"]) == {"sidecar.istio.io/inject", "fastpath.dev/init-container-template-sha256"}
     # Everything else is upstream's.
     c.pop("args"), c["volumeMounts"].pop(), pod["spec"]["volumes"].pop()
     pod["metadata"]["annotations"].pop("fastpath.dev/init-container-template-sha256")
@@ -173,16 +172,14 @@ def render_template(template: str, image: str, max_tries: int, master: str) -> s
     passes (InitContainerImage, MaxTries, MasterAddr); our values need no escaping."""
     fields = set(re.findall(r"{{\s*\.(\w+)\s*}}", template))
     assert fields <= {"InitContainerImage", "MaxTries", "MasterAddr"}, fields
-    return (template.replace("{{.InitContainerImage}}", image).replace("{{.MaxTries}}", str(max_tries))
-            .replace("{{.MasterAddr}}", master))
+    return template.replace("{{.InitContainerImage}}", image).replace("{{.MaxTries}}", str(max_tries)).replace("{{.MasterAddr}}", master)
 
 
 def test_init_pytorch_is_guaranteed():
     """The operator unmarshals the rendered template into []corev1.Container (initcontainer.go); a pod is
     Guaranteed only if every container, init containers included, has requests equal to limits. Upstream's
     built-in template has requests 50m/10Mi under limits 100m/20Mi."""
-    rendered = render_template(training_operator.INIT_CONTAINER_TEMPLATE, "docker.io/library/alpine:3.21.3", 100,
-                               "llama-master-0")
+    rendered = render_template(training_operator.INIT_CONTAINER_TEMPLATE, "docker.io/library/alpine:3.21.3", 100, "llama-master-0")
     (c,) = yaml.safe_load(rendered)
     assert c["name"] == "init-pytorch" and c["image"] == "docker.io/library/alpine:3.21.3"
     assert c["resources"]["requests"] == c["resources"]["limits"] == {"cpu": "100m", "memory": "20Mi"}
@@ -211,5 +208,4 @@ def test_packages_show_the_overlay_as_applied(rendered):
     assert "CustomResourceDefinition/mpijobs.kubeflow.org" in pkg["objects"]
     (dep,) = pkg["changed"]
     assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == FLAGS
-    assert pkg["waitsFor"] == ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow",
-                               "helm/volcano"]
+    assert pkg["waitsFor"] == ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow", "helm/volcano"]

@@ -23,8 +23,7 @@ def test_volcano_scheduler_takes_whole_gangs():
     actions = [a.strip() for a in conf["actions"].split(",")]
     assert actions == ["allocate", "backfill", "gangreclaim", "gangpreempt"]
     assert not {"enqueue", "preempt", "reclaim"} & set(actions)
-    assert conf["configurations"] == [{"name": "gangpreempt", "arguments": {"allowWholeBundle": True}},
-                                      {"name": "gangreclaim", "arguments": {"allowWholeBundle": True}}]
+    assert conf["configurations"] == [{"name": "gangpreempt", "arguments": {"allowWholeBundle": True}}, {"name": "gangreclaim", "arguments": {"allowWholeBundle": True}}]
     tiers = [[p["name"] for p in t["plugins"]] for t in conf["tiers"]]
     assert tiers == [["priority", "gang", "conformance"], ["drf", "predicates", "proportion", "nodeorder", "binpack"]]
     plugins = {p["name"]: p for t in conf["tiers"] for p in t["plugins"]}
@@ -57,10 +56,12 @@ def test_priority_classes_say_what_the_scheduler_does():
 def test_volcano_queues_and_tiers():
     qs = volcano.queues(cfg("prod-ib"))
     assert [(q["metadata"]["name"], q["spec"]["weight"], q["spec"].get("capability")) for q in qs] == [
-        ("research", 3, {"nvidia.com/gpu": 192}), ("production", 5, None), ("eval", 1, {"nvidia.com/gpu": 32})]
+        ("research", 3, {"nvidia.com/gpu": 192}),
+        ("production", 5, None),
+        ("eval", 1, {"nvidia.com/gpu": 32}),
+    ]
     tiers = {pc["metadata"]["name"]: pc for pc in volcano.priority_classes(cfg("dev"))}
-    assert tiers["training-critical"]["value"] > tiers["training-standard"]["value"] > tiers[
-        "training-preemptible"]["value"]
+    assert tiers["training-critical"]["value"] > tiers["training-standard"]["value"] > tiers["training-preemptible"]["value"]
     assert tiers["training-preemptible"]["preemptionPolicy"] == "Never"
 
 
@@ -71,7 +72,5 @@ def test_our_volcano_conf_passes_the_gang_actions_rule():
     from tools.lint import lint
 
     conf = volcano.values(cfg("prod-ib"))["custom"]["scheduler_config_override"]
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap",
-                                                               "namespace": "volcano-system"},
-          "data": {"volcano-scheduler.conf": conf}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"}, "data": {"volcano-scheduler.conf": conf}}
     assert [v for v in lint([cm]) if v.rule == "volcano-gang-actions"] == []

@@ -37,8 +37,13 @@ def generated_jobs(n: int) -> list[dict]:
     jobs = []
     for i in range(n):
         fw = FRAMEWORKS[i % 3]
-        job: dict[str, Any] = {"name": f"job-{i:04d}", "framework": fw, "image": "nvcr.io/nvidia/pytorch:25.10-py3",
-               "command": ["python", "train.py", "--seed", str(i)], "queue": "research"}
+        job: dict[str, Any] = {
+            "name": f"job-{i:04d}",
+            "framework": fw,
+            "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+            "command": ["python", "train.py", "--seed", str(i)],
+            "queue": "research",
+        }
         if fw == "pytorch" and i % 2:
             job["elastic"] = {"minNodes": 2, "maxNodes": 4 + i % 8}
         else:
@@ -70,11 +75,14 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
     made: dict[str, pulumi.Resource] = {}
     res: pulumi.Resource
     for reg in registrations:
-        opts = pulumi.ResourceOptions(parent=made.get(reg.parent),
-                                      depends_on=[made[d] for d in reg.dependencies if d in made],
-                                      protect=reg.protect, retain_on_delete=reg.retain_on_delete,
-                                      replace_on_changes=reg.replace_on_changes or None,
-                                      delete_before_replace=reg.delete_before_replace)
+        opts = pulumi.ResourceOptions(
+            parent=made.get(reg.parent),
+            depends_on=[made[d] for d in reg.dependencies if d in made],
+            protect=reg.protect,
+            retain_on_delete=reg.retain_on_delete,
+            replace_on_changes=reg.replace_on_changes or None,
+            delete_before_replace=reg.delete_before_replace,
+        )
         if not reg.custom:
             res = Group(reg.type, reg.name, opts)
             if reg.outputs:
@@ -119,8 +127,13 @@ def _child(what: str, jobs: int, path: Path) -> dict:
 
 
 def _measure(what: str, jobs: int, path: Path) -> dict:
-    res = subprocess.run([sys.executable, "-m", "tools.bench", "--child", what, str(jobs), str(path)],
-                         cwd=ROOT, capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "--child", what, str(jobs), str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if res.returncode != 0:
         raise SystemExit(f"bench {what} {jobs} jobs failed:\n{res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -139,8 +152,16 @@ def bench_render(sizes: list[int], repeat: int = 3) -> list[dict]:
                 base.append(_measure("floor", n, path))
             wall, floor_wall = min(r["seconds"] for r in ours), min(r["seconds"] for r in base)
             cpu, floor_cpu = min(r["cpu"] for r in ours), min(r["cpu"] for r in base)
-            rows.append({"jobs": n, "seconds": wall, "resources": ours[0]["resources"],
-                         "floor_seconds": floor_wall, "ratio": wall / floor_wall, "cpu_ratio": cpu / floor_cpu})
+            rows.append(
+                {
+                    "jobs": n,
+                    "seconds": wall,
+                    "resources": ours[0]["resources"],
+                    "floor_seconds": floor_wall,
+                    "ratio": wall / floor_wall,
+                    "cpu_ratio": cpu / floor_cpu,
+                }
+            )
     return rows
 
 
@@ -194,23 +215,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(_child(args.child[0], int(args.child[1]), Path(args.child[2]))))
         return 0
-    print(f"render {STACK} with generated jobs: full program vs the SDK registering the same objects as plain "
-          f"resources (same mocks, fresh interpreter each, best of {args.repeat})")
+    print(
+        f"render {STACK} with generated jobs: full program vs the SDK registering the same objects as plain "
+        f"resources (same mocks, fresh interpreter each, best of {args.repeat})"
+    )
     print(f"{'jobs':>6} {'seconds':>9} {'resources':>10} {'floor s':>9} {'ratio':>7} {'CPU ratio':>10}")
     for r in bench_render(args.jobs, args.repeat):
-        print(f"{r['jobs']:>6} {r['seconds']:>9.2f} {r['resources']:>10} {r['floor_seconds']:>9.2f} {r['ratio']:>7.2f} "
-              f"{r['cpu_ratio']:>10.2f}")
+        print(
+            f"{r['jobs']:>6} {r['seconds']:>9.2f} {r['resources']:>10} {r['floor_seconds']:>9.2f} {r['ratio']:>7.2f} "
+            f"{r['cpu_ratio']:>10.2f}"
+        )
     if args.lint_objects:
         r = bench_lint(args.lint_objects)
-        print(f"\nlint {r['objects']} objects (rendered {STACK} objects, renamed): {r['seconds']:.2f} s, "
-              f"{r['per_second']:.0f} objects/s, {r['violations']} violations")
+        print(
+            f"\nlint {r['objects']} objects (rendered {STACK} objects, renamed): {r['seconds']:.2f} s, "
+            f"{r['per_second']:.0f} objects/s, {r['violations']} violations"
+        )
     if args.ncclcheck_mb:
         result = bench_ncclcheck(args.ncclcheck_mb)
         if result is None:
             print(f"\nncclcheck {args.ncclcheck_mb} MB: skipped, tools/ncclcheck_bench.py is not there yet")
         else:
-            print(f"\nncclcheck on a generated {result['mb']} MB log of a 1,000-rank job: {result['seconds']:.2f} s, "
-                  f"{result['mb_per_s']:.0f} MB/s, peak resident {result['max_rss_mb']:.0f} MB")
+            print(
+                f"\nncclcheck on a generated {result['mb']} MB log of a 1,000-rank job: {result['seconds']:.2f} s, "
+                f"{result['mb_per_s']:.0f} MB/s, peak resident {result['max_rss_mb']:.0f} MB"
+            )
     return 0
 
 

@@ -56,12 +56,17 @@ def lint_doc() -> str:
 
 
 def generate() -> str:
-    lines = ["# Stack config reference", "",
-             "Generated from `components/config.py` by `python -m tools.gendocs`; do not edit by hand.", "",
-             "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
-             "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
-             "[JobSpec](#jobspec) "
-             "(may be absent). Unknown keys are refused.", ""]
+    lines = [
+        "# Stack config reference",
+        "",
+        "Generated from `components/config.py` by `python -m tools.gendocs`; do not edit by hand.",
+        "",
+        "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
+        "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
+        "[JobSpec](#jobspec) "
+        "(may be absent). Unknown keys are refused.",
+        "",
+    ]
     seen: list[type[BaseModel]] = []
     queue: list[type[BaseModel]] = [config.PlatformConfig, config.JobSpec]
     while queue:
@@ -91,8 +96,10 @@ def _remediable(rules: list[Rule]) -> str:
     ids = [f"`{r.id}`" for r in rules if r.remediate is not None]
     if not ids:
         return "No rule remediates: enforcementLevel `remediate` acts as mandatory."
-    return (f"{', '.join(ids)} can remediate (enforcementLevel `remediate` applies the fix its column names, nothing "
-            "else); for every other rule `remediate` acts as mandatory.")
+    return (
+        f"{', '.join(ids)} can remediate (enforcementLevel `remediate` applies the fix its column names, nothing "
+        "else); for every other rule `remediate` acts as mandatory."
+    )
 
 
 def _stack(rules: list[Rule]) -> str:
@@ -101,39 +108,60 @@ def _stack(rules: list[Rule]) -> str:
     if not ids:
         return ""
     kinds = ", ".join(sorted({k for r in rules if r.stack for k in r.kinds or ()}))
-    return (f" {', '.join(ids)} needs the objects a {kinds} names (its runtime), so CrossGuard runs it as a stack "
-            f"policy, which sees the whole stack; the {kinds} is judged there only, with the other rules' findings "
-            "prefixed by their id, at their default settings (a policy gets only its own config).")
+    return (
+        f" {', '.join(ids)} needs the objects a {kinds} names (its runtime), so CrossGuard runs it as a stack "
+        f"policy, which sees the whole stack; the {kinds} is judged there only, with the other rules' findings "
+        "prefixed by their id, at their default settings (a policy gets only its own config)."
+    )
 
 
 def generate_policies() -> str:
     from policies.rules import RULES
 
-    lines = ["# fastpath policy pack", "",
-             "Generated from `policies/rules.py` by `python -m tools.gendocs`; do not edit by hand.", "",
-             "Rules that stop a misconfigured training job before it burns GPU-hours. The same rules run two ways:",
-             "", "```sh",
-             "pulumi preview --policy-pack policies [--policy-pack-config policy.json]   # under the Pulumi engine",
-             "python -m tools.lint rendered/prod-ib/manifests.yaml [--config policy.yaml] [--format json]   # offline",
-             "```", "",
-             "`tools.lint`, as its `--help` says (from tools/lint.py):", "", "```",
-             lint_doc(), "```", "",
-             "Pod templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, the Kubeflow "
-             "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
-             "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
-             "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
-             "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/trainer_v2_runtime.py`), judged when the "
-             "runtime is among the objects checked (`policies/runtimes.py`).", "",
-             "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
-             f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in "
-             "policies/rules.py); the fix column is also what CrossGuard shows as the policy's remediation steps.", "",
-             "| id | level | title | what it checks | fix | config |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# fastpath policy pack",
+        "",
+        "Generated from `policies/rules.py` by `python -m tools.gendocs`; do not edit by hand.",
+        "",
+        "Rules that stop a misconfigured training job before it burns GPU-hours. The same rules run two ways:",
+        "",
+        "```sh",
+        "pulumi preview --policy-pack policies [--policy-pack-config policy.json]   # under the Pulumi engine",
+        "python -m tools.lint rendered/prod-ib/manifests.yaml [--config policy.yaml] [--format json]   # offline",
+        "```",
+        "",
+        "`tools.lint`, as its `--help` says (from tools/lint.py):",
+        "",
+        "```",
+        lint_doc(),
+        "```",
+        "",
+        "Pod templates are found in Pods, Deployments, StatefulSets, DaemonSets, Jobs, CronJobs, the Kubeflow "
+        "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
+        "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
+        "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
+        "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/trainer_v2_runtime.py`), judged when the "
+        "runtime is among the objects checked (`policies/runtimes.py`).",
+        "",
+        "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
+        f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in "
+        "policies/rules.py); the fix column is also what CrossGuard shows as the policy's remediation steps.",
+        "",
+        "| id | level | title | what it checks | fix | config |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in RULES:
         params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"
-        lines.append(f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
-                     f"{_cell(r.remediation)} | {params} |")
-    lines += ["", "Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
-              "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.", ""]
+        lines.append(
+            f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
+            f"{_cell(r.remediation)} | {params} |"
+        )
+    lines += [
+        "",
+        "Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
+        "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.",
+        "",
+    ]
     return "\n".join(lines)
 
 

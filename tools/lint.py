@@ -64,9 +64,16 @@ def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violat
         except Exception as err:  # the safety net: never a traceback, always the document that caused it
             md = obj.get("metadata")
             md = md if isinstance(md, dict) else {}
-            problems.append(Unreadable(file, number, None, f"{obj.get('kind')}/{md.get('name')}: the linter failed "
-                                       f"on it ({type(err).__name__}: {str(err)[:200]}); not judged (a linter "
-                                       "bug: report it with this document)"))
+            problems.append(
+                Unreadable(
+                    file,
+                    number,
+                    None,
+                    f"{obj.get('kind')}/{md.get('name')}: the linter failed "
+                    f"on it ({type(err).__name__}: {str(err)[:200]}); not judged (a linter "
+                    "bug: report it with this document)",
+                )
+            )
     return violations, problems
 
 
@@ -89,9 +96,12 @@ def format_text(violations: list[Violation]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.lint", description=__doc__.split("\n\n")[0],
-                                 epilog="\n\n".join(__doc__.split("\n\n")[2:]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m tools.lint",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("paths", nargs="+", type=Path, help="YAML files, folders, or - for stdin")
     ap.add_argument("--config", type=Path, help="policy config (JSON or YAML), CrossGuard's format")
     ap.add_argument("--format", choices=("text", "json"), default="text")

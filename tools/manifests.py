@@ -59,8 +59,7 @@ class ManifestError(yaml.YAMLError):
 def _files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
-        files += sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() \
-            else [p]
+        files += sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() else [p]
     return files
 
 
@@ -74,8 +73,8 @@ def _decode(raw: bytes) -> tuple[str, int | None]:
     try:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as err:
-        good = raw[:err.start].decode("utf-8-sig")
-        return good + raw[err.start:].decode("utf-8", errors="replace"), len(good)
+        good = raw[: err.start].decode("utf-8-sig")
+        return good + raw[err.start :].decode("utf-8", errors="replace"), len(good)
 
 
 def _chunks(text: str) -> list[tuple[int, int, str]]:
@@ -128,8 +127,9 @@ def _shape_problem(doc: object) -> str | None:
     return None
 
 
-def _objects(doc: object, file: Path, number: int, line: int, path: str = "",
-             depth: int = 0) -> Iterator[dict[str, Any] | Unreadable]:
+def _objects(
+    doc: object, file: Path, number: int, line: int, path: str = "", depth: int = 0
+) -> Iterator[dict[str, Any] | Unreadable]:
     """The Kubernetes objects in one document, `List`s flattened (nested ones too); problems as Unreadable."""
     if not isinstance(doc, dict) or "kind" not in doc:
         return
@@ -151,12 +151,12 @@ def _objects(doc: object, file: Path, number: int, line: int, path: str = "",
     yield doc
 
 
-def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | None,
-           offset: int) -> Iterator[tuple[Path, int, dict] | Unreadable]:
+def _parse(
+    file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int
+) -> Iterator[tuple[Path, int, dict] | Unreadable]:
     """The objects of one document, or why it cannot be read."""
     lines = body.splitlines()
-    skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))),
-                0)
+    skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))), 0)
     line = first_line + skip + 1  # the document's first line of content
     if bad_at is not None and offset <= bad_at < offset + len(body):
         at_line = first_line + body.count("\n", 0, bad_at - offset) + 1
@@ -170,8 +170,13 @@ def _parse(file: Path, number: int, first_line: int, body: str, bad_at: int | No
         template = TEMPLATE.search(body)
         if template:
             tpl_line = first_line + body.count("\n", 0, template.start()) + 1
-            yield Unreadable(file, number, tpl_line, f"a Helm/Go template ({template.group(0)[:40]}): render it "
-                             "first (helm template ... | python -m tools.lint -) and lint the output")
+            yield Unreadable(
+                file,
+                number,
+                tpl_line,
+                f"a Helm/Go template ({template.group(0)[:40]}): render it "
+                "first (helm template ... | python -m tools.lint -) and lint the output",
+            )
             return
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         yield Unreadable(file, number, at_line, f"not valid YAML: {problem}")

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # The built Training Operator overlay (`kustomize build`), beside the checkout as in CI: offline, the mock
 # provider answers `kubernetes:kustomize:directory` with it, so the transformations run on the real objects.
 SHARED_MANIFESTS = ROOT.parent / "shared" / "upstream" / "manifests"
-OVERLAY_URL = re.compile(r"^https://github\.com/kubeflow/trainer/tree/(?P<ref>v[0-9][^/]*)/manifests/overlays/standalone$")
+OVERLAY_URL = re.compile(
+    r"^https://github\.com/kubeflow/trainer/tree/(?P<ref>v[0-9][^/]*)/manifests/overlays/standalone$"
+)
 
 
 class ProgramError(Exception):
@@ -88,8 +90,9 @@ def overlay_objects(directory: str) -> list[dict]:
                 # Megabytes of schema that no transformation touches and the SDK wraps value by value (seconds
                 # per render): the offline stand-in keeps everything else of each CRD.
                 for version in obj["spec"]["versions"]:
-                    version["schema"] = {"openAPIV3Schema": {"type": "object",
-                                                             "x-kubernetes-preserve-unknown-fields": True}}
+                    version["schema"] = {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    }
         _OVERLAYS[path] = objs
     return copy.deepcopy(_OVERLAYS[path])
 
@@ -101,8 +104,14 @@ def _without_uid(state: dict) -> dict:
     return state
 
 
-def run(stack: str, config: dict[str, str], secrets: list[str], program: Callable[[], None] | None = None,
-        references: dict[str, dict] | None = None, project: str = "fastpath") -> Run:
+def run(
+    stack: str,
+    config: dict[str, str],
+    secrets: list[str],
+    program: Callable[[], None] | None = None,
+    references: dict[str, dict] | None = None,
+    project: str = "fastpath",
+) -> Run:
     """Run __main__.py (or `program`) as stack `stack` with `config` (values as the CLI passes them: strings,
     structured ones as JSON text); every registration, invoke and stack output recorded. `references` gives the
     outputs of StackReferences by stack name. Raises ProgramError when the program stops with a RunError."""
@@ -144,13 +153,19 @@ def run(stack: str, config: dict[str, str], secrets: list[str], program: Callabl
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 reg = Registration(
-                    urn=response.urn, type=request.type, name=request.name, parent=request.parent,
-                    custom=bool(request.custom), inputs=_without_uid(self.resources[response.urn].state),
-                    dependencies=list(request.dependencies), protect=bool(request.protect),
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=bool(request.custom),
+                    inputs=_without_uid(self.resources[response.urn].state),
+                    dependencies=list(request.dependencies),
+                    protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     replace_on_changes=list(request.replaceOnChanges),
-                    delete_before_replace=bool(request.deleteBeforeReplace))
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                )
                 registrations.append(reg)
                 by_urn[reg.urn] = reg
             return response

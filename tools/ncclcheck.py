@@ -56,19 +56,23 @@ MAX_RANKS = 1 << 17
 # `[pod/nccl-acceptance-launcher/launcher] ` (kubectl logs --prefix), `2024-05-01T12:00:00.123456789Z `
 # (kubectl logs --timestamps; CloudWatch copies add ` | `), `[2025-10-16 22:16:08] ` (NCCL_DEBUG_TIMESTAMP_FORMAT),
 # `12: ` (srun --label).
-PREFIX = re.compile(r"(?:\[\d{1,6},\d{1,9}\]<std(?:out|err)>:"
-                    r"|\[pod/[^\]\s]{1,300}\]\s"
-                    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?(?:\s+\|)?\s+"
-                    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]\s*"
-                    r"|\|\s+"
-                    r"|\d{1,6}:\s)+")
+PREFIX = re.compile(
+    r"(?:\[\d{1,6},\d{1,9}\]<std(?:out|err)>:"
+    r"|\[pod/[^\]\s]{1,300}\]\s"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?(?:\s+\|)?\s+"
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]\s*"
+    r"|\|\s+"
+    r"|\d{1,6}:\s)+"
+)
 
 VERSION = re.compile(r"NCCL version (\d{1,3}\.\d{1,3}\.\d{1,3})")
 # `Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA` and the older shapes: `Channel 01 : 24[101c0] ->
 # 31[a01d0] via P2P/IPC/read` (bus ids), `Ring 00 : 7 -> 8 [send] via NET/AWS Libfabric/0`, `... via direct shared
 # memory`. The transport after `via` may hold spaces (`AWS Libfabric`, `P2P/direct pointer`).
-CHANNEL = re.compile(r"\b(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? :\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?\s+->"
-                     r"\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?(?:\s+\[(?:send|receive)\])?\s+via\s+(\S.{0,200}?)\s*$")
+CHANNEL = re.compile(
+    r"\b(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? :\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?\s+->"
+    r"\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?(?:\s+\[(?:send|receive)\])?\s+via\s+(\S.{0,200}?)\s*$"
+)
 # A verbs device with its link layer, in every shape NCCL has printed the device list: `[0]mlx5_0:1/IB`,
 # `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}` (merged NICs), `[0]mlx5_9:1/IB/SHARP`, `NET/IB: [0] mlx5_1:1/IB`.
 LINK_LAYER = re.compile(r"[\w.-]{1,64}:\d{1,3}/(IB|RoCE)\b")
@@ -94,32 +98,52 @@ DATATYPE = re.compile(r"[a-z][a-z0-9_]{0,15}")
 
 # (pattern, what it means and which knob fixes it)
 FAILURES = [
-    (re.compile(r"Watchdog caught collective operation timeout|Timeout|timed out|timeout", re.I),
-     "a timeout: a rank never joined or the network path between pods is blocked; check that every pod started "
-     "(gang scheduling) and that NCCL_SOCKET_IFNAME names the interface that routes between pods"),
-    (re.compile(r"unhandled system error"),
-     "`unhandled system error`: a system call failed inside NCCL, usually the RDMA device (missing /dev/infiniband, "
-     "IPC_LOCK/memlock) or /dev/shm; the WARN line before it names the call"),
-    (re.compile(r"NET/IB : No device found"),
-     "no RDMA device in the pod: the RDMA resource (rdma/..., nvidia.com/sriov_...) was not requested or "
-     "NCCL_IB_HCA matches no device"),
-    (re.compile(r"Failed to open libibverbs"),
-     "the image has no libibverbs (rdma-core): NCCL cannot use IB; use an image with rdma-core"),
-    (re.compile(r"ibv_reg_mr.*failed|Cannot allocate memory"),
-     "memory registration failed: the container lacks IPC_LOCK (memlock limit); add the capability"),
-    (re.compile(r"Bootstrap : no socket interface found"),
-     "NCCL_SOCKET_IFNAME matches no interface of the pod; use the primary interface (=eth0)"),
-    (re.compile(r"No space left on device|Bus error|Error while creating shared memory segment"),
-     "/dev/shm is too small: mount a memory-backed emptyDir with a larger sizeLimit"),
-    (re.compile(r"Got completion (?:from peer .{0,80})?with (?:error|status)"),
-     "an RDMA work request completed with an error (status 12: retry count exceeded): a link flapped, the RoCE "
-     "fabric dropped packets (PFC/ECN) or the peers' GIDs do not match; check the port counters and "
-     "NCCL_IB_GID_INDEX / NCCL_IB_TC"),
-    (re.compile(r"NET/OFI .{0,80}fi_getinfo\(\) call failed|NET/OFI Couldn't open"),
-     "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource (and with it "
-     "/dev/infiniband)"),
-    (re.compile(r"Test (?:NCCL |CUDA )?failure"),
-     "nccl-tests stopped on an error (the line names the NCCL or CUDA call): the results table is incomplete"),
+    (
+        re.compile(r"Watchdog caught collective operation timeout|Timeout|timed out|timeout", re.I),
+        "a timeout: a rank never joined or the network path between pods is blocked; check that every pod started "
+        "(gang scheduling) and that NCCL_SOCKET_IFNAME names the interface that routes between pods",
+    ),
+    (
+        re.compile(r"unhandled system error"),
+        "`unhandled system error`: a system call failed inside NCCL, usually the RDMA device (missing /dev/infiniband, "
+        "IPC_LOCK/memlock) or /dev/shm; the WARN line before it names the call",
+    ),
+    (
+        re.compile(r"NET/IB : No device found"),
+        "no RDMA device in the pod: the RDMA resource (rdma/..., nvidia.com/sriov_...) was not requested or "
+        "NCCL_IB_HCA matches no device",
+    ),
+    (
+        re.compile(r"Failed to open libibverbs"),
+        "the image has no libibverbs (rdma-core): NCCL cannot use IB; use an image with rdma-core",
+    ),
+    (
+        re.compile(r"ibv_reg_mr.*failed|Cannot allocate memory"),
+        "memory registration failed: the container lacks IPC_LOCK (memlock limit); add the capability",
+    ),
+    (
+        re.compile(r"Bootstrap : no socket interface found"),
+        "NCCL_SOCKET_IFNAME matches no interface of the pod; use the primary interface (=eth0)",
+    ),
+    (
+        re.compile(r"No space left on device|Bus error|Error while creating shared memory segment"),
+        "/dev/shm is too small: mount a memory-backed emptyDir with a larger sizeLimit",
+    ),
+    (
+        re.compile(r"Got completion (?:from peer .{0,80})?with (?:error|status)"),
+        "an RDMA work request completed with an error (status 12: retry count exceeded): a link flapped, the RoCE "
+        "fabric dropped packets (PFC/ECN) or the peers' GIDs do not match; check the port counters and "
+        "NCCL_IB_GID_INDEX / NCCL_IB_TC",
+    ),
+    (
+        re.compile(r"NET/OFI .{0,80}fi_getinfo\(\) call failed|NET/OFI Couldn't open"),
+        "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource (and with it "
+        "/dev/infiniband)",
+    ),
+    (
+        re.compile(r"Test (?:NCCL |CUDA )?failure"),
+        "nccl-tests stopped on an error (the line names the NCCL or CUDA call): the results table is incomplete",
+    ),
 ]
 FAILURE_HINT = re.compile(r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left")
 
@@ -164,7 +188,7 @@ def strip_prefix(line: str) -> str:
     """The line as the program wrote it: surrounding blanks and collector prefixes removed."""
     line = line.strip()
     if m := PREFIX.match(line):
-        line = line[m.end():].lstrip()
+        line = line[m.end() :].lstrip()
     return line
 
 
@@ -285,8 +309,9 @@ class Parser:
         older tables without root or redop, or with an `error` column: busbw is where the header says, else the
         third of each (time, algbw, busbw, #wrong) group at the end."""
         cols = line.split()
-        if len(cols) < 7 or not (cols[0].isdigit() and cols[1].isdigit() and len(cols[0]) <= 20
-                                 and DATATYPE.fullmatch(cols[2])):
+        if len(cols) < 7 or not (
+            cols[0].isdigit() and cols[1].isdigit() and len(cols[0]) <= 20 and DATATYPE.fullmatch(cols[2])
+        ):
             return
         if self.table and len(cols) == self.table[0]:
             candidates = [cols[i] for i in self.table[1]]
@@ -341,8 +366,14 @@ class Parser:
         else:
             self._read_line_by_line(block, lines, judged, set(per_line))
 
-    def _read_in_bulk(self, block: bytes, norm: bytes, slow: dict[bytes, int], kinds: list[bool],
-                      env_at: dict[bytes, tuple[int, int, int, int]]) -> None:
+    def _read_in_bulk(
+        self,
+        block: bytes,
+        norm: bytes,
+        slow: dict[bytes, int],
+        kinds: list[bool],
+        env_at: dict[bytes, tuple[int, int, int, int]],
+    ) -> None:
         """Ranks, environment, nccl-tests ranks and bootstrap interfaces by one regex over the block each, for the
         `kinds` its shapes hold (`Shape.in_bulk` made sure each match is one that `feed` takes, as many per line as it
         takes); the few slow lines found by their shape. Variables whose lines have digits (`env_at`: where name and
@@ -355,10 +386,11 @@ class Parser:
             r.nranks = max(r.nranks or 0, max(map(int, {nranks for _, nranks, _ in found})))
             _add_bounded(self.complete, [rank for rank, _, complete in found if complete])
         if env_at and not any(b"0" in norm_line[a:b] for norm_line, (a, b, _, _) in env_at.items()):
-            for start, (a, b, c, d) in sorted((_line_starts(norm, line, 1, last=True)[0][0], at)
-                                              for line, at in env_at.items()):
-                if (name := block[start + a:start + b].decode("ascii")) in r.env or len(r.env) < MAX_NAMES:
-                    r.env[name] = block[start + c:start + d].decode("ascii")
+            for start, (a, b, c, d) in sorted(
+                (_line_starts(norm, line, 1, last=True)[0][0], at) for line, at in env_at.items()
+            ):
+                if (name := block[start + a : start + b].decode("ascii")) in r.env or len(r.env) < MAX_NAMES:
+                    r.env[name] = block[start + c : start + d].decode("ascii")
         elif kinds[1]:  # in order: the last value set wins, and a name is first set where it first appears
             for name, value in dict(ENV_BYTES.findall(block)).items():
                 if name.decode() in r.env or len(r.env) < MAX_NAMES:
@@ -373,21 +405,22 @@ class Parser:
         for line, n in slow.items():  # where each slow line starts: found in `norm`, whose offsets are the block's
             starts += _line_starts(norm, line, n)
         for start, length in sorted(starts):
-            self.feed(block[start:start + length].decode("utf-8", "replace")[:MAX_LINE])
+            self.feed(block[start : start + length].decode("utf-8", "replace")[:MAX_LINE])
 
-    def _read_line_by_line(self, block: bytes, lines: list[bytes], judged: dict[bytes, tuple[Shape, int]],
-                           per_line: set[bytes]) -> None:
+    def _read_line_by_line(
+        self, block: bytes, lines: list[bytes], judged: dict[bytes, tuple[Shape, int]], per_line: set[bytes]
+    ) -> None:
         """The lines whose shapes need them, each in turn."""
         starts = accumulate(map((1).__add__, map(len, lines)), initial=0)  # where each line starts in the block
         vias: Counter[bytes] = Counter()
         for start, line in compress(zip(starts, lines, strict=False), map(per_line.__contains__, lines)):
             shape = judged[line][0]
             if shape.boot and not shape.slow:
-                self._bootstrap(_bootstrap_names(block[start:start + len(line)]))
+                self._bootstrap(_bootstrap_names(block[start : start + len(line)]))
             if shape.via:
-                vias[block[start + shape.via[0]:start + shape.via[1]]] += 1
+                vias[block[start + shape.via[0] : start + shape.via[1]]] += 1
                 continue
-            raw = block[start:start + len(line)]
+            raw = block[start : start + len(line)]
             if shape.slow:
                 self.feed(raw.decode("utf-8", "replace")[:MAX_LINE])
                 continue
@@ -434,9 +467,13 @@ class Parser:
                 return False
         channels.discard(None)
         networks.discard(None)
-        return len(channels) + read_per_line <= MAX_NAMES and len(networks) + read_per_line <= MAX_NAMES \
-            and not by_line & by_shape.keys() and not (unsure and by_shape) \
+        return (
+            len(channels) + read_per_line <= MAX_NAMES
+            and len(networks) + read_per_line <= MAX_NAMES
+            and not by_line & by_shape.keys()
+            and not (unsure and by_shape)
             and len(self.r.env.keys() | by_line | by_shape.keys()) + 4 * unsure < MAX_NAMES
+        )
 
     def _feed_lines(self, block: bytes | str) -> None:
         """The block one line at a time, split where a text-mode read splits (\\n, \\r\\n, \\r)."""
@@ -468,15 +505,17 @@ class Parser:
             r.transport = "roce" if self.link_layers == {"RoCE"} else "ib"
         elif None in families:
             r.unknown_nets = sorted(n for n in names if net_family(n) is None)
-            r.transport_note = (f"unknown (NET/{', NET/'.join(r.unknown_nets)}: a network module ncclcheck does "
-                                "not know)")
+            r.transport_note = (
+                f"unknown (NET/{', NET/'.join(r.unknown_nets)}: a network module ncclcheck does not know)"
+            )
         elif self.channels:
             r.transport = "local"
         elif not r.nccl_lines:
             r.transport_note = f"unknown ({NO_DEBUG})"
         else:
-            r.transport_note = ("unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and "
-                                "NCCL_DEBUG_SUBSYS=INIT,NET)")
+            r.transport_note = (
+                "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"
+            )
         r.gdr = any(c.endswith("GDRDMA") for c in self.channels if c.startswith("NET/"))
         return r
 
@@ -558,19 +597,29 @@ class Shape:
 
     @property
     def per_line(self) -> bool:
-        return self.slow or self.nranks or self.via is not None or self.env_at is not None \
-            or self.rank_at is not None or self.boot > 0
+        return (
+            self.slow
+            or self.nranks
+            or self.via is not None
+            or self.env_at is not None
+            or self.rank_at is not None
+            or self.boot > 0
+        )
 
     @classmethod
     def of(cls, shape: bytes, bootstrap: bool = True) -> Shape:
         """The shape of a line, for a parser that reads bootstrap interfaces or not."""
         boot = boot_hits = 0
         if bootstrap:  # what `feed` reads on every line of the shape (numbers change the name, never the count)
-            line = strip_prefix(shape[:MAX_LINE * 4].decode("utf-8", "replace")[:MAX_LINE])
+            line = strip_prefix(shape[: MAX_LINE * 4].decode("utf-8", "replace")[:MAX_LINE])
             boot = len(BOOTSTRAP_USING.findall(line)) if "Using " in line else 0
             boot_hits = sum(len(pattern.findall(shape)) for pattern in BOOTSTRAP_BYTES)
-        hits = (len(RANKS_ANYWHERE.findall(shape)), len(ENV_BYTES.findall(shape)), len(TEST_RANK_BYTES.findall(shape)),
-                boot_hits)
+        hits = (
+            len(RANKS_ANYWHERE.findall(shape)),
+            len(ENV_BYTES.findall(shape)),
+            len(TEST_RANK_BYTES.findall(shape)),
+            boot_hits,
+        )
         return replace(cls._judge(shape), hits=hits, boot=boot)
 
     @classmethod
@@ -588,9 +637,14 @@ class Shape:
         unset = probe.r.socket_interfaces  # compared by identity: a line may set it to an empty list
         probe.feed(text)
         r, blank = probe.r, Report()
-        if r.socket_interfaces is not unset or (r.nccl_version, r.failures, r.ofi_provider, probe.table,
-                                                probe.avg_count, r.peak_busbw_gbps) != (
-                blank.nccl_version, blank.failures, blank.ofi_provider, None, 0, None):
+        if r.socket_interfaces is not unset or (
+            r.nccl_version,
+            r.failures,
+            r.ofi_provider,
+            probe.table,
+            probe.avg_count,
+            r.peak_busbw_gbps,
+        ) != (blank.nccl_version, blank.failures, blank.ofi_provider, None, 0, None):
             return slow
         lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
         if probe.test_ranks:  # a line of nccl-tests' device list (a comment: nothing else): its rank, per line
@@ -605,15 +659,27 @@ class Shape:
         if any("0" in value for value in (channel or "", network or "")):
             return cls(slow=True, env=env)
         if env and "0" in "".join(env) and (m := ENV_SET.search(line)) and not probe.complete and r.nranks is None:
-            return cls(nccl_lines=r.nccl_lines, network=network, link_layers=frozenset(probe.link_layers), env=env,
-                       env_at=(lead + m.start(1), lead + m.end(1), lead + m.start(2), lead + m.end(2)))
+            return cls(
+                nccl_lines=r.nccl_lines,
+                network=network,
+                link_layers=frozenset(probe.link_layers),
+                env=env,
+                env_at=(lead + m.start(1), lead + m.end(1), lead + m.start(2), lead + m.end(2)),
+            )
         if env and "0" in "".join(env):
             return cls(slow=True, env=env)
         nranks = r.nranks is not None
         if nranks and len(NRANKS.findall(line)) != 1:
             return cls(slow=True, env=env)
-        return cls(nccl_lines=r.nccl_lines, channel=channel, network=network,
-                   link_layers=frozenset(probe.link_layers), env=env, nranks=nranks, complete=bool(probe.complete))
+        return cls(
+            nccl_lines=r.nccl_lines,
+            channel=channel,
+            network=network,
+            link_layers=frozenset(probe.link_layers),
+            env=env,
+            nranks=nranks,
+            complete=bool(probe.complete),
+        )
 
     def apply(self, parser: Parser, n: int) -> None:
         """What `n` lines of this shape do, but for their ranks (read per line) and for slow shapes."""
@@ -658,7 +724,7 @@ def _line_starts(text: bytes, line: bytes, n: int, last: bool = False) -> list[t
             return [(len(text) - size, size)]
         pos = text.rfind(b"\n" + line + b"\n") + 1
         return [(pos if pos else 0, size)]  # not found in the middle: it is the first line
-    if text.startswith(line) and text[size:size + 1] in (b"\n", b""):
+    if text.startswith(line) and text[size : size + 1] in (b"\n", b""):
         found.append((0, size))
     needle, pos = b"\n" + line + b"\n", 0
     while len(found) < n and (pos := text.find(needle, pos) + 1):
@@ -680,13 +746,13 @@ def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
                 ends = [i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0]
                 if not ends:
                     continue
-                chunk, skipping = chunk[min(ends):], False
+                chunk, skipping = chunk[min(ends) :], False
             last = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
             if last < 0:  # no line ends in this chunk: all of it belongs to the line in `carry`
                 carry += chunk
             else:  # one copy of the chunk (none when it ends a line and nothing is carried), not a copy per step
-                yield b"".join((carry, memoryview(chunk)[:last + 1])) if carry or last + 1 < len(chunk) else chunk
-                carry = chunk[last + 1:]
+                yield b"".join((carry, memoryview(chunk)[: last + 1])) if carry or last + 1 < len(chunk) else chunk
+                carry = chunk[last + 1 :]
             if len(carry) > longest:
                 yield carry[:longest].decode("utf-8", "replace")[:MAX_LINE]
                 carry, skipping = b"", True
@@ -733,8 +799,9 @@ def parse(lines: Iterable[str], section: int | None = None, bootstrap: bool = Tr
     return parser.report(), found
 
 
-def parse_files(paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK,
-                bootstrap: bool = True) -> tuple[Report, bool]:
+def parse_files(
+    paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK, bootstrap: bool = True
+) -> tuple[Report, bool]:
     """`parse` of the logs' lines, read in blocks: the same report, at the speed of a few passes in C over the log."""
     parser = Parser(bootstrap)
 
@@ -784,69 +851,99 @@ def parse_text(text: str, section: int | None = None) -> Report:
     return parse(text.splitlines(), section)[0]
 
 
-def judge(r: Report, expect: str | None, min_busbw: float | None, ranks: int | None, allow_no_gdr: bool,
-          warn_busbw: float | None = None, bootstrap: str | None = None) -> Report:
+def judge(
+    r: Report,
+    expect: str | None,
+    min_busbw: float | None,
+    ranks: int | None,
+    allow_no_gdr: bool,
+    warn_busbw: float | None = None,
+    bootstrap: str | None = None,
+) -> Report:
     failed: list[str] = []  # the log shows a check failing
     absent: list[str] = []  # a check asked for whose lines are not in this log
     notes: list[str] = []  # what the log cannot show, not asked for
     if r.unknown_nets and expect:
-        failed.append(f"NCCL used NET/{', NET/'.join(r.unknown_nets)}, a network module ncclcheck does not know, "
-                      f"where {expect} was expected: check NCCL_NET and NCCL_NET_PLUGIN")
+        failed.append(
+            f"NCCL used NET/{', NET/'.join(r.unknown_nets)}, a network module ncclcheck does not know, "
+            f"where {expect} was expected: check NCCL_NET and NCCL_NET_PLUGIN"
+        )
     elif r.transport_note:
         (absent if expect else notes).append(f"transport: {r.transport_note}")
     if expect and r.transport != expect and not r.transport_note:
         if r.transport == "socket" and any(i.startswith("net") for i in r.socket_interfaces):
-            failed.append("NCCL used TCP sockets although the pod has secondary networks ("
-                          f"{', '.join(i for i in r.socket_interfaces if i.startswith('net'))}): it found no usable "
-                          "RDMA device; the RDMA resource is missing from the pod or NCCL_IB_HCA matches no device")
+            failed.append(
+                "NCCL used TCP sockets although the pod has secondary networks ("
+                f"{', '.join(i for i in r.socket_interfaces if i.startswith('net'))}): it found no usable "
+                "RDMA device; the RDMA resource is missing from the pod or NCCL_IB_HCA matches no device"
+            )
         elif r.transport == "socket" and r.env.get("NCCL_IB_DISABLE") == "1":
             failed.append("NCCL used TCP sockets because NCCL_IB_DISABLE=1: set it to 0 on RDMA fabrics")
         elif r.transport == "socket":
-            failed.append("NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod; "
-                          "request the fabric's RDMA resources and networks (fastpath wires them from the profile)")
+            failed.append(
+                "NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod; "
+                "request the fabric's RDMA resources and networks (fastpath wires them from the profile)"
+            )
         elif expect == "local":
-            failed.append(f"a one-node run used the network ({r.transport}): the GPUs did not reach each other "
-                          "over NVLink or PCIe P2P; check nvidia-smi topo -m and NCCL_P2P_DISABLE")
+            failed.append(
+                f"a one-node run used the network ({r.transport}): the GPUs did not reach each other "
+                "over NVLink or PCIe P2P; check nvidia-smi topo -m and NCCL_P2P_DISABLE"
+            )
         elif r.transport.startswith("libfabric/"):
-            failed.append(f"aws-ofi-nccl ran on libfabric's {r.ofi_provider} provider, not efa: the pod sees no EFA "
-                          "device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider")
+            failed.append(
+                f"aws-ofi-nccl ran on libfabric's {r.ofi_provider} provider, not efa: the pod sees no EFA "
+                "device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"
+            )
         else:
             failed.append(f"transport is {r.transport}, expected {expect}: check fabric.kind and NCCL_IB_HCA")
     if expect in RDMA_TRANSPORTS and r.transport == expect and not r.gdr and not allow_no_gdr:
         if r.net_channels:
-            failed.append("RDMA without GPUDirect (no GDRDMA on the NET channels): data is staged through host "
-                          "memory; check gpu.gpuDirect (dmabuf needs the open kernel module, peermem needs "
-                          "nvidia-peermem) and NCCL_NET_GDR_LEVEL")
+            failed.append(
+                "RDMA without GPUDirect (no GDRDMA on the NET channels): data is staged through host "
+                "memory; check gpu.gpuDirect (dmabuf needs the open kernel module, peermem needs "
+                "nvidia-peermem) and NCCL_NET_GDR_LEVEL"
+            )
         else:
-            absent.append("GPUDirect RDMA: not in this log (no NET channel lines to show GDRDMA): run with "
-                          "NCCL_DEBUG_SUBSYS=INIT,NET, or pass --allow-no-gdr")
+            absent.append(
+                "GPUDirect RDMA: not in this log (no NET channel lines to show GDRDMA): run with "
+                "NCCL_DEBUG_SUBSYS=INIT,NET, or pass --allow-no-gdr"
+            )
     _judge_ranks(r, ranks, failed, absent, notes)
     if bootstrap is not None:
         _judge_bootstrap(r, bootstrap, failed, absent)
     failed += r.failures
     if r.peak_busbw_gbps is None:
-        why = ("not in this log (no nccl-tests results table: the run stopped before its first size, or the log "
-               "was cut)")
+        why = "not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut)"
         if min_busbw is not None:
             absent.append(f"bus bandwidth: {why}; the floor of {min_busbw:g} GB/s cannot be checked")
         elif r.nccl_lines:
             notes.append(f"bus bandwidth: {why}")
     elif min_busbw is not None and r.peak_busbw_gbps < min_busbw:
-        failed.append(f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s is under the floor of {min_busbw:g} GB/s "
-                      f"({r.peak_busbw_gbps / min_busbw:.0%}): check that every rail is in use (NCCL_IB_HCA, the "
-                      "rail resources) and the fabric's health")
+        failed.append(
+            f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s is under the floor of {min_busbw:g} GB/s "
+            f"({r.peak_busbw_gbps / min_busbw:.0%}): check that every rail is in use (NCCL_IB_HCA, the "
+            "rail resources) and the fabric's health"
+        )
     if not r.nccl_lines and r.peak_busbw_gbps is None and not r.failures:
-        absent.append("nothing to judge: no NCCL lines and no nccl-tests results in this log; is it the job's log "
-                      f"(the MPIJob launcher's, or every worker's)? {NO_DEBUG}")
+        absent.append(
+            "nothing to judge: no NCCL lines and no nccl-tests results in this log; is it the job's log "
+            f"(the MPIJob launcher's, or every worker's)? {NO_DEBUG}"
+        )
     r.not_in_log = absent + notes
     r.reasons = failed + absent
     r.verdict = "fail" if failed else "incomplete" if absent else "pass"
-    if r.verdict == "pass" and warn_busbw is not None and r.peak_busbw_gbps is not None \
-            and r.peak_busbw_gbps < warn_busbw:
+    if (
+        r.verdict == "pass"
+        and warn_busbw is not None
+        and r.peak_busbw_gbps is not None
+        and r.peak_busbw_gbps < warn_busbw
+    ):
         r.verdict = "warn"
-        r.reasons = [f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s passes the floor but is under "
-                     f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
-                     "for a slow rail (ibdiagnet, port counters) before production runs"]
+        r.reasons = [
+            f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s passes the floor but is under "
+            f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
+            "for a slow rail (ibdiagnet, port counters) before production runs"
+        ]
     return r
 
 
@@ -854,13 +951,17 @@ def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[
     """NCCL's out-of-band connections (bootstrap, and the IB transport's OOB socket) must use `interface`: on a
     host-network pod the node's primary interface, which routes between the nodes."""
     if not r.bootstrap_interfaces:
-        absent.append(f"bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line: run with "
-                      f"NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP); --bootstrap {interface} cannot be "
-                      "checked")
+        absent.append(
+            f"bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line: run with "
+            f"NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP); --bootstrap {interface} cannot be "
+            "checked"
+        )
     elif others := [name for name in r.bootstrap_interfaces if name != interface]:
-        failed.append(f"NCCL bootstrapped on {', '.join(others)}, not {interface}: NCCL_SOCKET_IFNAME / "
-                      f"fabric.podInterface names {interface} but NCCL used {', '.join(others)}; set them to the "
-                      "interface that routes between the nodes (on the host network: the node's primary interface)")
+        failed.append(
+            f"NCCL bootstrapped on {', '.join(others)}, not {interface}: NCCL_SOCKET_IFNAME / "
+            f"fabric.podInterface names {interface} but NCCL used {', '.join(others)}; set them to the "
+            "interface that routes between the nodes (on the host network: the node's primary interface)"
+        )
 
 
 def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[str], notes: list[str]) -> None:
@@ -872,19 +973,25 @@ def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[s
             return
         shown = f"{r.init_complete} of {want} ranks reached Init COMPLETE"
         if ranks is not None:
-            failed.append(f"{shown}: {want - r.init_complete} missing (a pod not scheduled, crashed, or blocked on "
-                          "bootstrap)")
+            failed.append(
+                f"{shown}: {want - r.init_complete} missing (a pod not scheduled, crashed, or blocked on bootstrap)"
+            )
         else:
-            notes.append(f"ranks: {shown} in this log; the others' lines are not in it (give --ranks N to require "
-                         "them)")
+            notes.append(
+                f"ranks: {shown} in this log; the others' lines are not in it (give --ranks N to require them)"
+            )
         return
     if r.peak_busbw_gbps is not None and r.test_ranks:
         if ranks is not None and r.test_ranks < ranks:
-            failed.append(f"nccl-tests ran on {r.test_ranks} ranks, not {ranks}: check mpirun -np and the "
-                          "hostfile's slots")
+            failed.append(
+                f"nccl-tests ran on {r.test_ranks} ranks, not {ranks}: check mpirun -np and the hostfile's slots"
+            )
         return
-    why = f"not in this log (no NCCL init lines: {NO_DEBUG})" if not r.nccl_lines else \
-        "not in this log (no rank reached NCCL init: the job did not get that far, or the log was cut)"
+    why = (
+        f"not in this log (no NCCL init lines: {NO_DEBUG})"
+        if not r.nccl_lines
+        else "not in this log (no rank reached NCCL init: the job did not get that far, or the log was cut)"
+    )
     if ranks is not None:
         absent.append(f"ranks initialised: {why}; --ranks {ranks} cannot be checked")
     elif r.nccl_lines or r.peak_busbw_gbps is not None:
@@ -893,8 +1000,17 @@ def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[s
 
 def to_json(r: Report) -> dict:
     d = asdict(r)
-    for key in ("nccl_lines", "net_channels", "test_ranks", "transport_note", "unknown_nets", "ofi_provider",
-                "socket_interfaces", "bootstrap_interfaces", "env"):
+    for key in (
+        "nccl_lines",
+        "net_channels",
+        "test_ranks",
+        "transport_note",
+        "unknown_nets",
+        "ofi_provider",
+        "socket_interfaces",
+        "bootstrap_interfaces",
+        "env",
+    ):
         d.pop(key)
     return d
 
@@ -905,11 +1021,17 @@ def render_text(r: Report, ranks: int | None) -> str:
         initialised = f"{r.init_complete}/{ranks or r.nranks or '?'} ranks initialised"
     else:
         initialised = "ranks initialised not in this log"
-    bw = (f"peak busbw {r.peak_busbw_gbps:g} GB/s at {r.peak_message_bytes} B, avg {r.avg_busbw_gbps} GB/s"
-          if r.peak_busbw_gbps is not None else "no nccl-tests results")
-    lines = [f"NCCL {r.nccl_version or '?'}: transport {transport}, {initialised}, {bw}",
-             "channels: " + (", ".join(f"{k} x{v}" for k, v in r.channels.items()) or "none"),
-             f"verdict: {r.verdict}", *(f"  - {reason}" for reason in r.reasons)]
+    bw = (
+        f"peak busbw {r.peak_busbw_gbps:g} GB/s at {r.peak_message_bytes} B, avg {r.avg_busbw_gbps} GB/s"
+        if r.peak_busbw_gbps is not None
+        else "no nccl-tests results"
+    )
+    lines = [
+        f"NCCL {r.nccl_version or '?'}: transport {transport}, {initialised}, {bw}",
+        "channels: " + (", ".join(f"{k} x{v}" for k, v in r.channels.items()) or "none"),
+        f"verdict: {r.verdict}",
+        *(f"  - {reason}" for reason in r.reasons),
+    ]
     notes = [n for n in r.not_in_log if n not in r.reasons]
     if notes:
         lines += ["not in this log (not asked for):", *(f"  - {n}" for n in notes)]
@@ -934,15 +1056,21 @@ def keep_freed_memory() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.ncclcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", nargs="+", type=Path)
-    ap.add_argument("--expect", choices=EXPECT, help="the transport: a fabric kind's (components/kinds.py), or local "
-                    "for a one-node run")
+    ap.add_argument(
+        "--expect",
+        choices=EXPECT,
+        help="the transport: a fabric kind's (components/kinds.py), or local for a one-node run",
+    )
     ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
     ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")
-    ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an "
-                    "acceptance log")
+    ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an acceptance log")
     ap.add_argument("--ranks", type=int, help="ranks that must reach Init COMPLETE (default: nranks in the log)")
-    ap.add_argument("--bootstrap", metavar="IFACE", help="the interface NCCL must bootstrap on (NCCL_SOCKET_IFNAME, "
-                    "fabric.podInterface; a host-network pod's: the node's primary interface)")
+    ap.add_argument(
+        "--bootstrap",
+        metavar="IFACE",
+        help="the interface NCCL must bootstrap on (NCCL_SOCKET_IFNAME, "
+        "fabric.podInterface; a host-network pod's: the node's primary interface)",
+    )
     ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
@@ -961,14 +1089,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{current[0] if current else ''}: cannot read log: {err.strerror or err}", file=sys.stderr)
         return 2
     except Exception as err:  # a bug, not the input: one line naming the file, never a traceback
-        print(f"{current[0] if current else ''}: ncclcheck failed reading this log: {type(err).__name__}: {err}",
-              file=sys.stderr)
+        print(
+            f"{current[0] if current else ''}: ncclcheck failed reading this log: {type(err).__name__}: {err}",
+            file=sys.stderr,
+        )
         return 2
     if not found:
         report.verdict = "incomplete"
         report.reasons = report.not_in_log = [
             f"no {args.section}-node run in this log (no '{SECTION_BEGIN.format(n=args.section)}' line): the "
-            "launcher stopped before it, or this is another job's log"]
+            "launcher stopped before it, or this is another job's log"
+        ]
     else:
         judge(report, args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw, args.bootstrap)
     try:

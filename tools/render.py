@@ -36,9 +36,22 @@ RENDERED = ROOT / "rendered"
 SECRET = "[secret]"
 
 # Apply order a reviewer (and kubectl) expects: cluster scaffolding first, then workloads, then custom resources.
-KIND_ORDER = ["Namespace", "CustomResourceDefinition", "PriorityClass", "StorageClass", "PersistentVolumeClaim",
-              "ConfigMap", "NicClusterPolicy", "IPPool", "SriovNetworkPoolConfig", "SriovNetworkNodePolicy",
-              "SriovIBNetwork", "SriovNetwork", "NetworkAttachmentDefinition", "Queue"]
+KIND_ORDER = [
+    "Namespace",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "StorageClass",
+    "PersistentVolumeClaim",
+    "ConfigMap",
+    "NicClusterPolicy",
+    "IPPool",
+    "SriovNetworkPoolConfig",
+    "SriovNetworkNodePolicy",
+    "SriovIBNetwork",
+    "SriovNetwork",
+    "NetworkAttachmentDefinition",
+    "Queue",
+]
 PACKAGE_TYPES = {"kubernetes:helm.sh/v3:Release"}
 
 
@@ -59,7 +72,7 @@ def _rel(path: Path) -> Path:
 
 
 def stack_names() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
 
 
 def _mask(value: Any) -> tuple[Any, bool]:
@@ -89,8 +102,9 @@ def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
     except yaml.YAMLError as err:
         raise RenderError(f"{_rel(path)}: not valid YAML: {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
-        raise RenderError(f"{_rel(path)}: config: must be a mapping of keys to values (`config:` then "
-                          "`  fastpath:platform: ...`)")
+        raise RenderError(
+            f"{_rel(path)}: config: must be a mapping of keys to values (`config:` then `  fastpath:platform: ...`)"
+        )
     config, secrets = {}, []
     for key, value in (doc.get("config") or {}).items():
         if not isinstance(key, str):
@@ -113,7 +127,7 @@ def plain(value: Any, where: str, source: Path) -> Any:
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise RenderError(f"{source}: {where}.{k!r}: keys are strings here: quote it (\"{k}\")")
+                raise RenderError(f'{source}: {where}.{k!r}: keys are strings here: quote it ("{k}")')
             out[k] = plain(v, f"{where}.{k}", source)
         return out
     if isinstance(value, list):
@@ -134,8 +148,12 @@ def plain(value: Any, where: str, source: Path) -> Any:
 # ------------------------------------------------------------------------------------------- program
 
 
-def run_program(stack: str, program: Callable[[], None] | None = None, extra_config: dict | None = None,
-                references: dict[str, dict] | None = None) -> Run:
+def run_program(
+    stack: str,
+    program: Callable[[], None] | None = None,
+    extra_config: dict | None = None,
+    references: dict[str, dict] | None = None,
+) -> Run:
     """Run __main__.py (or `program`) for `stack` under the mocks (tools/mocks.py). `extra_config` adds or
     replaces config keys (values as in a stack file); `references` gives the outputs of StackReferences by stack
     name. Raises RenderError for an unknown stack, a bad stack file or a program that refuses its config."""
@@ -233,17 +251,30 @@ def packages(run: Run) -> list[dict]:
     for r in run.registrations:
         if r.type == "kubernetes:helm.sh/v3:Release":
             i = integral(r.inputs)
-            out.append({"kind": "helm", "name": i.get("name", r.name), "chart": i["chart"],
-                        "repo": i.get("repositoryOpts", {}).get("repo"), "version": i["version"],
-                        "namespace": i.get("namespace"), "waitsFor": waits_for(run, r),
-                        "values": i.get("values", {})})
+            out.append(
+                {
+                    "kind": "helm",
+                    "name": i.get("name", r.name),
+                    "chart": i["chart"],
+                    "repo": i.get("repositoryOpts", {}).get("repo"),
+                    "version": i["version"],
+                    "namespace": i.get("namespace"),
+                    "waitsFor": waits_for(run, r),
+                    "values": i.get("values", {}),
+                }
+            )
         elif r.type.startswith("kubernetes:kustomize"):
             parent = by_urn.get(r.parent)
             outputs = parent.outputs if parent else {}
             source = outputs.get("overlay") or r.name
-            pkg = {"kind": "kustomize", "name": r.name, "source": source, "namespace": outputs.get("namespace"),
-                   "waitsFor": waits_for(run, r),
-                   "settings": integral({k: v for k, v in outputs.items() if k not in ("overlay", "namespace")})}
+            pkg = {
+                "kind": "kustomize",
+                "name": r.name,
+                "source": source,
+                "namespace": outputs.get("namespace"),
+                "waitsFor": waits_for(run, r),
+                "settings": integral({k: v for k, v in outputs.items() if k not in ("overlay", "namespace")}),
+            }
             pkg.update(overlay_review(run, r, source))
             out.append(pkg)
     return sorted(out, key=lambda p: (p["kind"], p["name"]))
@@ -256,9 +287,11 @@ def overlay_review(run: Run, directory: Registration, source: str) -> dict:
     if not upstream:
         return {"objects": "not built offline (no built overlay of this ref beside the checkout)"}
     applied = {_object_key(o): o for o in (_object(r) for r in run.registrations if r.parent == directory.urn)}
-    return {"objects": sorted(applied),
-            "omitted": sorted(set(upstream) - set(applied)),
-            "changed": [applied[k] for k in sorted(applied) if k in upstream and applied[k] != upstream[k]]}
+    return {
+        "objects": sorted(applied),
+        "omitted": sorted(set(upstream) - set(applied)),
+        "changed": [applied[k] for k in sorted(applied) if k in upstream and applied[k] != upstream[k]],
+    }
 
 
 class _Dumper(yaml.SafeDumper):
@@ -274,8 +307,7 @@ _Dumper.add_representer(str, _str)
 
 
 def dump_all(docs: list) -> str:
-    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120,
-                         explicit_start=True)
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120, explicit_start=True)
 
 
 def short_type(t: str) -> str:
@@ -286,10 +318,16 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
     children: dict[str, list[Registration]] = {}
     for r in run.registrations:
         children.setdefault(r.parent, []).append(r)
-    lines = [f"# Stack `{run.stack}`", "",
-             "Generated by `python -m tools.render`; do not edit. A change here is a change to the cluster.", "",
-             f"{len(objs)} Kubernetes objects, {len(pkgs)} packages, {len(run.registrations)} resources in all.", "",
-             "## Resources by component", ""]
+    lines = [
+        f"# Stack `{run.stack}`",
+        "",
+        "Generated by `python -m tools.render`; do not edit. A change here is a change to the cluster.",
+        "",
+        f"{len(objs)} Kubernetes objects, {len(pkgs)} packages, {len(run.registrations)} resources in all.",
+        "",
+        "## Resources by component",
+        "",
+    ]
 
     def walk(urn: str, depth: int) -> None:
         kids = children.get(urn, [])
@@ -315,8 +353,9 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
     for p in pkgs:
         src = (f"{p['repo']} {p['chart']}" if p["repo"] else p["chart"]) if p["kind"] == "helm" else p["source"]
         waits = ", ".join(f"`{w}`" for w in p.get("waitsFor", [])) or "-"
-        lines.append(f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} "
-                     f"| {waits} |")
+        lines.append(
+            f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} | {waits} |"
+        )
     lines.append("")
     for s in sections:
         lines.append(s)
@@ -326,17 +365,24 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
 def profile_section(profile: dict | None) -> str:
     if not profile:
         return ""
-    lines = ["## Fabric profile", "",
-             f"- cluster `{profile['cluster']}`, namespaces {', '.join(f'`{n}`' for n in profile['namespaces'])}",
-             f"- fabric `{profile['fabric']['kind']}`"
-             + (f" via `{profile['fabric']['attachment']}`" if profile["fabric"].get("attachment") else "")
-             + f", expected NCCL transport `{profile['transport']}`",
-             f"- GPUs: {profile['gpu']['perNode']} x `{profile['gpu']['product']}` per node, "
-             f"{profile['nodes']['count']} nodes", ""]
+    lines = [
+        "## Fabric profile",
+        "",
+        f"- cluster `{profile['cluster']}`, namespaces {', '.join(f'`{n}`' for n in profile['namespaces'])}",
+        f"- fabric `{profile['fabric']['kind']}`"
+        + (f" via `{profile['fabric']['attachment']}`" if profile["fabric"].get("attachment") else "")
+        + f", expected NCCL transport `{profile['transport']}`",
+        f"- GPUs: {profile['gpu']['perNode']} x `{profile['gpu']['product']}` per node, "
+        f"{profile['nodes']['count']} nodes",
+        "",
+    ]
     if profile["rails"]:
         lines += ["| rail | network | resource | HCA | subnet | Gb/s |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['name']} | {r.get('network') or '-'} | `{r['resource']}` | {r['hca']} "
-                  f"| {r.get('subnet') or '-'} | {r['speedGbps']} |" for r in profile["rails"]]
+        lines += [
+            f"| {r['name']} | {r.get('network') or '-'} | `{r['resource']}` | {r['hca']} "
+            f"| {r.get('subnet') or '-'} | {r['speedGbps']} |"
+            for r in profile["rails"]
+        ]
         lines.append("")
     lines += ["NCCL / launcher env of a full-node pod:", "", "| variable | value |", "|---|---|"]
     lines += [f"| {k} | `{v}` |" for k, v in profile["ncclEnv"].items()]
@@ -361,10 +407,12 @@ def render_stack(stack: str) -> Rendered:
     objs = manifests(run)
     pkgs = packages(run)
     violations = lint(objs)
-    sections = [profile_section(integral(run.outputs.get("profile"))),
-                jobs_section(integral(run.outputs.get("jobs") or {})),
-                acceptance_section(integral(run.outputs.get("acceptance") or [])),
-                policy_section(violations)]
+    sections = [
+        profile_section(integral(run.outputs.get("profile"))),
+        jobs_section(integral(run.outputs.get("jobs") or {})),
+        acceptance_section(integral(run.outputs.get("acceptance") or [])),
+        policy_section(violations),
+    ]
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
@@ -377,8 +425,18 @@ def jobs_section(jobs: dict) -> str:
     if not jobs:
         return ""
     lines = ["## Jobs", ""]
-    scalar = ["kind", "namespace", "replicas", "fabric", "transport", "shm", "queue", "priorityClass",
-              "minAvailable", "checkpointDir"]
+    scalar = [
+        "kind",
+        "namespace",
+        "replicas",
+        "fabric",
+        "transport",
+        "shm",
+        "queue",
+        "priorityClass",
+        "minAvailable",
+        "checkpointDir",
+    ]
     for name in sorted(jobs):
         c = jobs[name]
         lines += [f"### `{name}`", "", "| | |", "|---|---|"]
@@ -403,15 +461,21 @@ def jobs_section(jobs: dict) -> str:
 def acceptance_section(runs: list[dict]) -> str:
     if not runs:
         return ""
-    lines = ["## Fabric acceptance", "",
-             f"One job, `{runs[0]['job']}`, runs each node count in turn in its own queue; save its launcher log "
-             f"(`{runs[0].get('logs') or 'kubectl logs ' + runs[0]['job'] + '-launcher'} > {runs[0]['job']}.log`) "
-             "and check each run:", "",
-             "| nodes | ranks | expected transport | fail under (GB/s) | warn under (GB/s) | check |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "## Fabric acceptance",
+        "",
+        f"One job, `{runs[0]['job']}`, runs each node count in turn in its own queue; save its launcher log "
+        f"(`{runs[0].get('logs') or 'kubectl logs ' + runs[0]['job'] + '-launcher'} > {runs[0]['job']}.log`) "
+        "and check each run:",
+        "",
+        "| nodes | ranks | expected transport | fail under (GB/s) | warn under (GB/s) | check |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in runs:
-        lines.append(f"| {r['nodes']} | {r['ranks']} | {r['expect']} | {r.get('minBusbwGbps') or '-'} | "
-                     f"{r.get('warnBusbwGbps') or '-'} | `{r['check']}` |")
+        lines.append(
+            f"| {r['nodes']} | {r['ranks']} | {r['expect']} | {r.get('minBusbwGbps') or '-'} | "
+            f"{r.get('warnBusbwGbps') or '-'} | `{r['check']}` |"
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -420,8 +484,12 @@ def policy_section(violations: list) -> str:
     from tools.lint import format_text
 
     mandatory = sum(v.level == "mandatory" for v in violations)
-    lines = ["## Policy check", "", f"`python -m tools.lint` over manifests.yaml: {len(violations)} violations, "
-             f"{mandatory} mandatory.", ""]
+    lines = [
+        "## Policy check",
+        "",
+        f"`python -m tools.lint` over manifests.yaml: {len(violations)} violations, {mandatory} mandatory.",
+        "",
+    ]
     if violations:
         lines += ["```", format_text(violations).rstrip(), "```", ""]
     return "\n".join(lines)
@@ -444,18 +512,32 @@ def at_a_glance(rendered: Rendered, out: Path) -> str:
     rows = [("job", "kind", "nodes x GPUs", "transport", "rails/networks", "NCCL_NET", "queue")]
     for name in sorted(jobs):
         c = jobs[name]
-        rows.append((name, c["kind"], c["replicas"].removesuffix(" GPUs"), c["transport"], _networks(c["networks"]),
-                     c["env"].get("NCCL_NET", "-"), c["queue"] or "-"))
+        rows.append(
+            (
+                name,
+                c["kind"],
+                c["replicas"].removesuffix(" GPUs"),
+                c["transport"],
+                _networks(c["networks"]),
+                c["env"].get("NCCL_NET", "-"),
+                c["queue"] or "-",
+            )
+        )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    lines = [f"{_rel(out)}: {len(rendered.objects)} Kubernetes objects, {len(rendered.packages)} packages, "
-             f"{len(run.registrations)} resources", ""]
+    lines = [
+        f"{_rel(out)}: {len(rendered.objects)} Kubernetes objects, {len(rendered.packages)} packages, "
+        f"{len(run.registrations)} resources",
+        "",
+    ]
     if len(rows) > 1:
         lines += ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     else:
         lines.append("no jobs (fastpath:jobs)")
     if runs := integral(run.outputs.get("acceptance") or []):
-        lines.append(f"fabric acceptance: {runs[0]['job']} on {', '.join(str(r['nodes']) for r in runs)} nodes, "
-                     f"expecting {', '.join(dict.fromkeys(r['expect'] for r in runs))}")
+        lines.append(
+            f"fabric acceptance: {runs[0]['job']} on {', '.join(str(r['nodes']) for r in runs)} nodes, "
+            f"expecting {', '.join(dict.fromkeys(r['expect'] for r in runs))}"
+        )
     lines.append("")
     mandatory = sum(v.level == "mandatory" for v in rendered.violations)
     lines.append(f"policy: {len(rendered.violations)} violations, {mandatory} mandatory (python -m tools.lint)")
@@ -469,9 +551,11 @@ def check(files: dict[str, str], out: Path) -> list[str]:
         path = out / name
         old = path.read_text() if path.is_file() else ""
         if old != text:
-            diffs.extend(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                              f"a/{_rel(path)}",
-                                              f"b/{name} (fresh render)"))
+            diffs.extend(
+                difflib.unified_diff(
+                    old.splitlines(True), text.splitlines(True), f"a/{_rel(path)}", f"b/{name} (fresh render)"
+                )
+            )
     return diffs
 
 
@@ -501,15 +585,19 @@ def _main(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - never a traceback: one line, and 2, not --check's "stale" 1
-        print(f"{_rel(STACKS / f'Pulumi.{args.stack}.yaml')}: could not render: {type(err).__name__}: "
-              f"{str(err)[:300]}", file=sys.stderr)
+        print(
+            f"{_rel(STACKS / f'Pulumi.{args.stack}.yaml')}: could not render: {type(err).__name__}: {str(err)[:300]}",
+            file=sys.stderr,
+        )
         return 2
     if args.check:
         diffs = check(files, out)
         if diffs:
             sys.stdout.writelines(diffs)
-            print(f"\nrendered/{args.stack} is stale: run `make render STACK={args.stack}` and commit it.",
-                  file=sys.stderr)
+            print(
+                f"\nrendered/{args.stack} is stale: run `make render STACK={args.stack}` and commit it.",
+                file=sys.stderr,
+            )
             return 1
         print(f"rendered/{args.stack} is up to date")
         return 0

@@ -88,11 +88,15 @@ def validate(obj: dict, crds_dir: Path = CRDS) -> list[str]:
     key = (obj.get("apiVersion"), obj.get("kind"))
     validator = _validator(key, crds_dir)
     if validator is not None:
-        errors = [f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-                  for e in validator.iter_errors(obj)]
+        errors = [
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in validator.iter_errors(obj)
+        ]
         return errors + _metadata_errors(obj)
-    if "/" in (obj.get("apiVersion") or "") and "." in obj["apiVersion"].split("/")[0] \
-            and not obj["apiVersion"].endswith(".k8s.io/v1"):
+    if (
+        "/" in (obj.get("apiVersion") or "")
+        and "." in obj["apiVersion"].split("/")[0]
+        and not obj["apiVersion"].endswith(".k8s.io/v1")
+    ):
         return [f"no upstream CRD for {key[0]} {key[1]} in {crds_dir}: add it to shared/upstream/crds"]
     import kubernetes_validate
 
