@@ -545,7 +545,7 @@ class TrainerConfig(_Model):
     """Default image of the torch and plain runtimes, and the image their preflight init container runs in (a
     TrainJob's `trainer.image` replaces the first only). Default pinned in components/versions.py."""
     mpi_image: Annotated[str, Field(min_length=1)] | None = None
-    """Image of the MPI runtime's nodes. It needs openssh-server (OpenSSH 8.7 or later) and openssh-client, nothing
+    """Image of the MPI runtime's nodes. It needs openssh-server (OpenSSH 7.8 or later) and openssh-client, nothing
     configured: its pods run as root, and the runtime starts sshd itself on port 2222 with host keys made at start,
     root login by the trainer's key only, every option on the command line (a `node` pod without sshd fails the run
     at once, saying so). It must hold everything the ranks run: a TrainJob's image replaces only the launcher's,

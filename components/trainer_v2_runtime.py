@@ -242,9 +242,14 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
 # image needs openssh-server and openssh-client, no prepared configuration: host keys are made at start, every
 # option is on the command line (they win over the image's sshd_config, which `-f /dev/null` skips anyway), root
 # logs in with the trainer's key only, StrictModes off because the key files are the Secret's (root-owned, 0644).
-# SetEnv (OpenSSH 8.7 or later) hands the image's PATH and LD_LIBRARY_PATH to the sessions Open MPI starts, which
-# otherwise get sshd's compiled-in PATH and find no `orted`/`prted`. sshd re-executes itself and so must be started
-# by its absolute path. A missing tool exits FAIL_RUN_EXIT at once: the run fails with the reason, no restart.
+# SetEnv (server side since OpenSSH 7.8) hands the image's PATH and LD_LIBRARY_PATH to the sessions Open MPI
+# starts, which otherwise get sshd's compiled-in PATH and find no `orted`/`prted`. sshd re-executes itself and so
+# must be started by its absolute path. A missing tool exits FAIL_RUN_EXIT at once: the run fails with the reason,
+# no restart.
+# sshd runs as a child, never exec'd: it exits 0 on SIGTERM, and a pod that ends Succeeded after an eviction or a
+# preemption is not a failure the Job's podFailurePolicy can see (its DisruptionTarget rule would never match, and
+# the restart would be charged to maxRestarts through the launcher instead): SIGTERM is answered with 143, and an
+# sshd that ends by itself fails the pod.
 SSHD = f"""\
 export PATH="$PATH:/usr/sbin:/sbin"
 for tool in sshd ssh-keygen ssh; do
@@ -255,9 +260,16 @@ done
 mkdir -p /run/sshd {SSH_KEY_DIR}
 cp "$0/id_rsa" {SSH_KEY} && chmod 600 {SSH_KEY}
 ssh-keygen -A >/dev/null
-exec "$(command -v sshd)" -De -f /dev/null -p {SSHD_PORT} -o PermitRootLogin=prohibit-password \
+"$(command -v sshd)" -De -f /dev/null -p {SSHD_PORT} -o PermitRootLogin=prohibit-password \
   -o AuthorizedKeysFile="$0/authorized_keys" -o StrictModes=no -o PasswordAuthentication=no \
-  -o "SetEnv=PATH=$PATH LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}"
+  -o "SetEnv=PATH=$PATH LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}" &
+sshd=$!
+trap 'kill -TERM "$sshd" 2>/dev/null; wait "$sshd"; exit 143' TERM INT
+wait "$sshd"
+rc=$?
+echo "fastpath: sshd exited $rc" >&2
+[ "$rc" -ne 0 ] || rc=1
+exit "$rc"
 """
 
 # The launcher's init container: every host of the hostfile but the launcher itself must take an ssh login before
@@ -401,6 +413,10 @@ def cluster_training_runtime(
         # carries the options (Open MPI splits it into argv: open-mpi/ompi v4.1.x orte/mca/plm/rsh/
         # plm_rsh_module.c orte_plm_rsh_search), since OMPI_MCA_plm_rsh_args is the mpi plugin's, reserved and
         # overwritten. Open MPI 5 (PRRTE) reads none of the ORTE names the plugin sets: their PRRTE names too.
+        # The MPI pods run as root (one ssh identity); Open MPI 4 and 5 refuse to start as root without these, and a
+        # researcher's plain `mpirun` does not pass --allow-run-as-root.
+        launcher_env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        launcher_env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
         launcher_env["OMPI_MCA_plm_rsh_agent"] = f"ssh {SSH_OPTIONS}"
         launcher_env["PRTE_MCA_plm_ssh_agent"] = f"ssh {SSH_OPTIONS}"
         launcher_env["PRTE_MCA_plm_ssh_args"] = "-o ConnectionAttempts=10"

@@ -1127,7 +1127,19 @@ def train_job(r: Resolved) -> dict:
         part = {trainer_v2_runtime.GPU_RESOURCE: r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
         resources = {"limits": part, "requests": dict(part)}
     queue = r.queue if r.queue != r.profile.scheduler.default_queue else None
-    command = torchrun_command(spec.command) if spec.framework == "pytorch" else mpirun_command(r)
+    if spec.framework == "pytorch":
+        command = torchrun_command(spec.command)
+    else:
+        # A failed mpirun waits before the launcher fails: when a node pod was evicted or preempted, its Job must
+        # fail first (DisruptionTarget: a restart that spends no budget), not the launcher's ordinary failure,
+        # which JobSet would act on first and charge to maxRestarts.
+        command = [
+            "sh",
+            "-c",
+            f'"$@" || {{ rc=$?; sleep {MPI_FAILURE_GRACE}; exit $rc; }}',
+            "mpirun",
+            *mpirun_command(r),
+        ]
     job = trainer_v2_runtime.train_job(
         spec.name,
         runtime_of(r),
@@ -1238,6 +1250,9 @@ def v2_fault_summary(r: Resolved) -> str:
 
 BUILDERS = {"pytorch": pytorch_job, "mpi": mpi_job, "tensorflow": tf_job}
 V1_KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tensorflow": "TFJob"}
+# Seconds a v2 launcher whose mpirun failed waits before failing (train_job): room for an evicted node's Job to
+# fail first, with its DisruptionTarget reason.
+MPI_FAILURE_GRACE = 30
 
 
 def manifest(r: Resolved) -> dict:

@@ -4,7 +4,6 @@ TrainJobs its jobs become, judged by the pod the v2.3.0 controller makes of the 
 import json
 import shlex
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -356,7 +355,10 @@ def test_mpi_job_runs_mpirun_on_the_launcher_and_forwards_the_fabric(rendered):
     fabric env only through -x."""
     tj, rt = v2_job(rendered, "ds-moe")
     assert rt["metadata"]["name"] == "fastpath-mpi"
-    cmd = tj["spec"]["trainer"]["command"]
+    wrapper, cmd = tj["spec"]["trainer"]["command"][:4], tj["spec"]["trainer"]["command"][4:]
+    # A failed mpirun holds the launcher for MPI_FAILURE_GRACE seconds, so an evicted node's Job fails first (a
+    # DisruptionTarget restart spends no budget) rather than the launcher's ordinary failure.
+    assert wrapper == ["sh", "-c", f'"$@" || {{ rc=$?; sleep {training_job.MPI_FAILURE_GRACE}; exit $rc; }}', "mpirun"]
     assert cmd[:6] == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "--allow-run-as-root", "-np", "32"]
     for name in ("NCCL_IB_HCA", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"):
         assert cmd[cmd.index(name) - 1] == "-x"
@@ -519,11 +521,13 @@ def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_
     assert "run-node-0-1.run took no ssh login on port 2222 within 900s: Connection refused" in down.stderr
 
 
-@pytest.mark.skipif(Path("/usr/sbin/sshd").exists() or Path("/sbin/sshd").exists(), reason="the script would start this machine's sshd")
 def test_node_without_sshd_fails_fast_with_the_reason(tmp_path):
     """An MPI image without openssh-server: the `node` container exits 3 at once with what is missing, which the
-    runtime's rules turn into a failed run (tests/test_trainer_faults.py), not maxRestarts gang restarts."""
-    got = _run(trainer_v2_runtime.SSHD, "/root/.ssh", {"PATH": str(tmp_path)}, tmp_path)
+    runtime's rules turn into a failed run (tests/test_trainer_faults.py), not maxRestarts gang restarts. (The
+    script also looks in /usr/sbin and /sbin; here only in an empty directory, whatever this machine has.)"""
+    script = trainer_v2_runtime.SSHD.replace('export PATH="$PATH:/usr/sbin:/sbin"', 'export PATH="$PATH"')
+    assert script != trainer_v2_runtime.SSHD
+    got = _run(script, "/root/.ssh", {"PATH": str(tmp_path)}, tmp_path)
     assert got.returncode == 3
     assert "fastpath: no sshd in this image" in got.stderr and "trainer.mpiImage" in got.stderr
 
@@ -554,7 +558,7 @@ def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
         '-o AuthorizedKeysFile="$0/authorized_keys"',
         "-o StrictModes=no",
         'cp "$0/id_rsa" /run/fastpath-ssh/id_rsa && chmod 600 /run/fastpath-ssh/id_rsa',
-        'exec "$(command -v sshd)"',
+        '"$(command -v sshd)" -De',  # a child, not exec'd: SIGTERM is answered with 143 (test_node_container_never_ends_succeeded)
     ):
         assert piece in script, piece
     options = "-p 2222 -i /run/fastpath-ssh/id_rsa -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10"
@@ -569,5 +573,32 @@ def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
         "PRTE_MCA_prte_set_default_slots": "8",
     }
     command = tj["spec"]["trainer"]["command"]
-    text = command[2] if command[0] == "sh" else shlex.join(command)
+    # acceptance: a series script; a job: a wrapper around mpirun's own argv
+    text = f"{command[2]} {shlex.join(command[3:])}" if command[0] == "sh" else shlex.join(command)
     assert shlex.join(["-mca", "plm_rsh_args", options]) in text
+
+
+@pytest.mark.parametrize(("signal_it", "sshd_exit", "expect"), [(True, None, 143), (False, 0, 1), (False, 7, 7)], ids=["evicted", "sshd-ends-0", "sshd-fails"])
+def test_node_container_never_ends_succeeded(tmp_path, signal_it, sshd_exit, expect):
+    """sshd exits 0 on SIGTERM; the `node` container answers SIGTERM with 143 and turns an sshd that ends by itself
+    into a failure, so an evicted or preempted MPI node is a failed pod whose DisruptionTarget condition the Job's
+    podFailurePolicy sees (batch/v1 podFailurePolicy acts on failed pods only), never a Succeeded one."""
+    import signal
+    import time
+
+    bin_dir, keys, run_dir = tmp_path / "bin", tmp_path / "keys", tmp_path / "run"
+    bin_dir.mkdir()
+    keys.mkdir()
+    (keys / "id_rsa").write_text("key")
+    sshd = bin_dir / "sshd"
+    sshd.write_text("#!/bin/sh\n" + ("trap 'exit 0' TERM; while :; do sleep 1; done\n" if sshd_exit is None else f"exit {sshd_exit}\n"))
+    for tool, body in (("ssh-keygen", "exit 0"), ("ssh", "exit 0")):
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    script = trainer_v2_runtime.SSHD.replace("/run/", f"{run_dir}/")
+    proc = subprocess.Popen(["/bin/sh", "-c", script, str(keys)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, cwd=tmp_path)
+    if signal_it:
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == expect
