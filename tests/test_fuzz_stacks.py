@@ -97,6 +97,11 @@ def plausible(value):
                 "sriov",
                 "shared",
                 "hostdevice",
+                "hostnetwork",
+                "rdma-only",
+                "v1",
+                "v2",
+                "both",
                 "roce",
                 "infiniband",
                 "efa",
@@ -121,6 +126,8 @@ def mutated(draw):
     raw = copy.deepcopy(stack_raw(stack))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         candidates = [p for p in paths(raw) if p]
+        if not candidates:  # everything deleted already: an empty stack file is a case of its own
+            break
         path = draw(st.sampled_from(candidates))
         parent = raw
         for k in path[:-1]:
