@@ -81,6 +81,15 @@ class PodWiring:
         return kinds.KINDS[self.kind].transport
 
 
+# A pod on the node's network resolves names with the node's DNS unless its policy says otherwise, so a rendezvous
+# Service, a worker's or a JobSet's headless name would not resolve (kubernetes/kubernetes@04791b4:pkg/kubelet/
+# network/dns/dns.go getPodDNSType: ClusterFirst on the host network falls back to Default).
+HOST_NETWORK_POD = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+# torchrun publishes its agent's address as its FQDN unless told (--local-addr, which it reads from PET_LOCAL_ADDR:
+# torch/distributed/run.py, action=env); on the host network that is the node's name, which pods need not resolve.
+TORCHRUN_POD_ADDRESS = {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
 def is_rdma(fabric: FabricConfig) -> bool:
     return fabric.kind_row.rdma
 

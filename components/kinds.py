@@ -34,7 +34,6 @@ class Kind:
     nccl_net: str | None  # NCCL_NET by default: NCCL fails at init instead of falling back to sockets
     ib_env: bool  # NCCL's IB verbs transport runs: NCCL_IB_HCA and friends apply
     link_layer: str | None  # /sys/class/infiniband/<hca>/ports/1/link_layer the preflight expects
-    summary: str
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,6 @@ class AttachmentKind:
     whole_node: str | None  # why a pod with part of a node's GPUs cannot be wired, or None
     host_hca_names: bool  # pods see the host's HCA names (NCCL_IB_HCA lists them); False: VFs are renamed
     interface_role: str  # what fabric.rails[].interface names on the host
-    summary: str
 
 
 KINDS: Mapping[FabricKind, Kind] = {
@@ -61,7 +59,6 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net="IB",
         ib_env=True,
         link_layer="InfiniBand",
-        summary="InfiniBand HCAs, one rail per NIC; NCCL's IB verbs transport",
     ),
     "roce": Kind(
         name="roce",
@@ -74,7 +71,6 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net="IB",
         ib_env=True,
         link_layer="Ethernet",
-        summary="RDMA over Converged Ethernet; NCCL's IB verbs transport over RoCEv2 GIDs",
     ),
     "efa": Kind(
         name="efa",
@@ -85,7 +81,6 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net="Libfabric",
         ib_env=False,
         link_layer=None,
-        summary="AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin (the EFA device plugin's resource)",
     ),
     "tcp": Kind(
         name="tcp",
@@ -96,7 +91,6 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net=None,
         ib_env=False,
         link_layer=None,
-        summary="no RDMA: NCCL's Socket transport over the pod network",
     ),
 }
 
@@ -120,7 +114,6 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=None,
         host_hca_names=False,
         interface_role="the PF name (nicSelector.pfNames)",
-        summary="a VF per rail per pod from the SR-IOV operator, with its own IP (NV-IPAM)",
     ),
     "shared": AttachmentKind(
         name="shared",
@@ -132,7 +125,6 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=None,
         host_hca_names=True,
         interface_role="the macvlan/IPoIB master",
-        summary="the RDMA shared device plugin, with a macvlan (RoCE) or IPoIB (InfiniBand) interface per rail",
     ),
     "hostdevice": AttachmentKind(
         name="hostdevice",
@@ -144,7 +136,6 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=_PARTIAL_PF,
         host_hca_names=True,
         interface_role="the PF whose devices the device plugin hands out",
-        summary="each rail's whole PF moved into the pod (host-device CNI)",
     ),
     "hostnetwork": AttachmentKind(
         name="hostnetwork",
@@ -156,7 +147,6 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=_PARTIAL_HOST,
         host_hca_names=True,
         interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
-        summary="pods on the host network, /dev/infiniband from the RDMA shared device plugin",
     ),
     "rdma-only": AttachmentKind(
         name="rdma-only",
@@ -168,15 +158,5 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=None,
         host_hca_names=True,
         interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
-        summary="the RDMA shared device plugin alone: IB verbs need no IP on the rail, bootstrap stays on the "
-        "pod's primary interface",
     ),
 }
-
-
-def kind(name: FabricKind) -> Kind:
-    return KINDS[name]
-
-
-def attachment(name: Attachment) -> AttachmentKind:
-    return ATTACHMENTS[name]

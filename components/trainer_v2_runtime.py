@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from components.fabric import NETWORKS_ANNOTATION, PLATFORM_OWNED, PodWiring
+from components.fabric import HOST_NETWORK_POD, NETWORKS_ANNOTATION, PLATFORM_OWNED, TORCHRUN_POD_ADDRESS, PodWiring
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # T:pkg/constants/constants.go
@@ -226,12 +226,8 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
     if shape.priority_class:
         spec["priorityClassName"] = shape.priority_class
-    if shape.wiring.host_network:
-        # On the node's network a pod resolves names with the node's DNS unless told otherwise, and the JobSet's
-        # headless names (`<job>-node-0-0.<job>`, the torch master, the MPI hostfile) would not resolve
-        # (kubernetes/kubernetes pkg/kubelet/network/dns/dns.go getPodDNSType).
-        spec["hostNetwork"] = True
-        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if shape.wiring.host_network:  # the JobSet's headless names (torch master, MPI hostfile) must resolve
+        spec.update(HOST_NETWORK_POD)
     metadata: dict = {"labels": {ROLE_LABEL: role}}
     if notes := {**shape.wiring.annotations, **shape.pod_annotations}:
         metadata["annotations"] = notes
@@ -461,11 +457,7 @@ def cluster_training_runtime(
         spec["mlPolicy"] = {"numNodes": 1, **({"torch": {}} if framework == "torch" else {})}
         trainer_node = _node_container(node)
         if framework == "torch" and node.wiring.host_network:
-            # torchrun publishes its agent's address as its FQDN unless told (--local-addr, read from
-            # PET_LOCAL_ADDR); on the host network that is the node's name, which pods need not resolve.
-            trainer_node["env"].append(
-                {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-            )
+            trainer_node["env"].append(dict(TORCHRUN_POD_ADDRESS))
         template_spec["replicatedJobs"] = [
             {"name": NODE, "template": _job(_pod(node, trainer_node, NODE), node, TRAINER)}
         ]

@@ -405,34 +405,19 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     env = dict(wiring.env)
     env.update(spec.env_overrides)
     env.update(spec.env)
+    checkpoint_dir = None
     if api == "v2":
         # The runtime holds the fabric, the checkpoint mount (a directory per TrainJob) and the rendezvous.
-        return Resolved(
-            spec=spec,
-            profile=profile,
-            namespace=namespace,
-            gpus=gpus,
-            memory_gib=memory,
-            shm_gib=shm,
-            cpus=cpus,
-            queue=(spec.queue or sched.default_queue) if sched.name else None,
-            priority_class=(spec.priority_class or sched.default_priority_class) if sched.name else None,
-            scheduler=sched.name,
-            wiring=wiring,
-            env=env,
-            overridden=tuple(spec.env_overrides),
-            checkpoint_dir=profile.checkpoints.mount_root if profile.checkpoints else None,
-            api="v2",
-        )
-    if spec.framework == "pytorch":
-        # torch >= 2.4 lets the rank-0 agent's store double as the workers' store; a replacement agent then never
-        # rejoins (it waits for a MASTER_ADDR nobody re-publishes: pytorch/pytorch#135712). Each group gets its
-        # own store instead, so a lost node's replacement can rejoin (tests/test_restart.py shows both).
-        env[RDZV_NO_SHARED_STORE] = "1"
-    checkpoint_dir = None
-    if profile.checkpoints:
-        checkpoint_dir = f"{profile.checkpoints.mount_root}/{spec.name}"
-        env["CHECKPOINT_DIR"] = checkpoint_dir
+        checkpoint_dir = profile.checkpoints.mount_root if profile.checkpoints else None
+    else:
+        if spec.framework == "pytorch":
+            # torch >= 2.4 lets the rank-0 agent's store double as the workers' store; a replacement agent then
+            # never rejoins (it waits for a MASTER_ADDR nobody re-publishes: pytorch/pytorch#135712). Each group
+            # gets its own store instead, so a lost node's replacement can rejoin (tests/test_restart.py shows both).
+            env[RDZV_NO_SHARED_STORE] = "1"
+        if profile.checkpoints:
+            checkpoint_dir = f"{profile.checkpoints.mount_root}/{spec.name}"
+            env["CHECKPOINT_DIR"] = checkpoint_dir
     return Resolved(
         spec=spec,
         profile=profile,
@@ -448,6 +433,7 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
         env=env,
         overridden=tuple(spec.env_overrides),
         checkpoint_dir=checkpoint_dir,
+        api=api,
     )
 
 
@@ -543,11 +529,8 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
 
 
 def host_network(pod: dict) -> None:
-    """On the node's network: the node's DNS would be used unless the policy says otherwise, and a rendezvous
-    Service or a worker's name would not resolve (kubernetes/kubernetes pkg/kubelet/network/dns/dns.go
-    getPodDNSType: ClusterFirst on the host network falls back to Default)."""
-    pod["hostNetwork"] = True
-    pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+    """A pod spec on the node's network (components/fabric.py HOST_NETWORK_POD says why the DNS policy)."""
+    pod.update(fabric.HOST_NETWORK_POD)
 
 
 def primary_interface_annotation(r: Resolved) -> dict[str, str]:
@@ -809,9 +792,7 @@ def pytorch_job(r: Resolved) -> dict:
         # The agent that becomes rank 0 publishes its address for the workers' store: its FQDN unless told,
         # and on the host network that is the node's name, which pods need not resolve. torchrun reads
         # --local-addr from PET_LOCAL_ADDR (torch/distributed/run.py, action=env); the pod IP is the node's.
-        template["spec"]["containers"][0]["env"].append(
-            {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-        )
+        template["spec"]["containers"][0]["env"].append(dict(fabric.TORCHRUN_POD_ADDRESS))
         # The start budget is per pod; on the host network HOSTNAME is the node's name, shared by whichever pod
         # lands there next.
         template["spec"]["containers"][0]["env"].append(

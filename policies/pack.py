@@ -126,51 +126,29 @@ def config_schema(rule: Rule) -> PolicyConfigSchema:
 
 
 def policies() -> list[Policy]:
+    """One policy per rule, and a second, advisory one for a mixed rule's advisory findings; stack policies for rules
+    that need every resource at once (a TrainJob and its runtime)."""
     out: list[Policy] = []
     for rule in RULES:
-        if rule.stack:
-            out.append(
-                StackValidationPolicy(
-                    name=rule.id,
-                    description=f"{rule.title}. {rule.description}",
-                    validate=stack_validator(rule, rule.level),
-                    enforcement_level=LEVELS[rule.level],
-                    config_schema=config_schema(rule),
-                    remediation_steps=rule.remediation,
-                )
-            )
-            if rule.mixed:
+        variants = [(rule.id, rule.level, "")]
+        if rule.mixed:
+            variants.append((f"{rule.id}-advisory", ADVISORY, " (advisory findings)"))
+        for name, level, note in variants:
+            common: dict[str, Any] = {
+                "name": name,
+                "description": f"{rule.title}{note}. {rule.description}",
+                "enforcement_level": LEVELS[level],
+                "config_schema": config_schema(rule),
+                "remediation_steps": rule.remediation,
+            }
+            if rule.stack:
+                out.append(StackValidationPolicy(validate=stack_validator(rule, level), **common))
+            elif name == rule.id:  # only the rule's own policy fixes what it finds
                 out.append(
-                    StackValidationPolicy(
-                        name=f"{rule.id}-advisory",
-                        description=f"{rule.title} (advisory findings). {rule.description}",
-                        validate=stack_validator(rule, ADVISORY),
-                        enforcement_level=EnforcementLevel.ADVISORY,
-                        config_schema=config_schema(rule),
-                        remediation_steps=rule.remediation,
+                    ResourceValidationPolicy(
+                        validate=validator(rule, level), remediate=_as_sdk_remediation(remediation(rule)), **common
                     )
                 )
-            continue
-        out.append(
-            ResourceValidationPolicy(
-                name=rule.id,
-                description=f"{rule.title}. {rule.description}",
-                validate=validator(rule, rule.level),
-                enforcement_level=LEVELS[rule.level],
-                config_schema=config_schema(rule),
-                remediate=_as_sdk_remediation(remediation(rule)),
-                remediation_steps=rule.remediation,
-            )
-        )
-        if rule.mixed:
-            out.append(
-                ResourceValidationPolicy(
-                    name=f"{rule.id}-advisory",
-                    description=f"{rule.title} (advisory findings). {rule.description}",
-                    validate=validator(rule, ADVISORY),
-                    enforcement_level=EnforcementLevel.ADVISORY,
-                    config_schema=config_schema(rule),
-                    remediation_steps=rule.remediation,
-                )
-            )
+            else:
+                out.append(ResourceValidationPolicy(validate=validator(rule, level), **common))
     return out

@@ -7,18 +7,23 @@ from tests.conftest import stack_platform
 DROP = object()
 
 
-def cfg(stack, **changes) -> PlatformConfig:
-    """A committed stack's platform with `a__b=value` changes (DROP removes the key)."""
-    p = stack_platform(stack)
+def changed(platform: dict, changes: dict, sep: str = ".") -> dict:
+    """`platform` with each `a<sep>b: value` set (DROP removes the key), in place; returned for chaining."""
     for dotted, value in changes.items():
-        obj = p
-        *head, last = dotted.split("__")
+        obj = platform
+        *head, last = dotted.split(sep)
         for k in head:
             obj = obj.setdefault(k, {})
         if value is DROP:
             obj.pop(last, None)
         else:
             obj[last] = value
+    return platform
+
+
+def cfg(stack, **changes) -> PlatformConfig:
+    """A committed stack's platform with `a__b=value` changes (DROP removes the key)."""
+    p = changed(stack_platform(stack), changes, "__")
     if changes.get("fabric__attachment", "sriov") != "sriov":
         p["fabric"].pop("sriovMaxUnavailable", None)  # an sriov-only key
     return PlatformConfig.model_validate(p)

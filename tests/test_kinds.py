@@ -165,3 +165,21 @@ def test_every_row_renders_through_the_program(kind, attachment):
     assert sorted(contracts) == ["job-mpi", "job-pytorch", "job-tensorflow"]
     assert all(None not in c["networks"] for c in contracts.values())
     assert run.outputs["profile"]["transport"] == kinds.KINDS[kind].transport
+
+
+def test_torchrun_reads_the_pod_address_host_network_pods_get():
+    """The host-network pods' PET_LOCAL_ADDR (components/fabric.py TORCHRUN_POD_ADDRESS) is torchrun's --local-addr:
+    pytorch/pytorch@v2.13.0:torch/distributed/run.py declares it with `action=env`, which reads PET_<NAME>; the
+    agent then publishes that address instead of its FQDN (elastic/rendezvous/api.py RendezvousStoreInfo.build)."""
+    import os
+    from unittest import mock
+
+    pytest.importorskip("torch")
+    from torch.distributed.run import get_args_parser
+
+    from components import fabric
+
+    assert fabric.TORCHRUN_POD_ADDRESS["name"] == "PET_LOCAL_ADDR"
+    with mock.patch.dict(os.environ, {"PET_LOCAL_ADDR": "10.1.2.3"}):
+        args = get_args_parser().parse_args(["train.py"])
+    assert args.local_addr == "10.1.2.3"

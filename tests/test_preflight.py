@@ -153,7 +153,10 @@ def ports(root: Path, layers: dict[str, tuple[str, str]]) -> None:
 
 
 # NCCL skips a port that is not ACTIVE (and with every port skipped falls back to sockets); a RoCE NIC on an
-# InfiniBand cluster (or the reverse: a firmware LINK_TYPE never set) runs the wrong verbs.
+# InfiniBand cluster (or the reverse: a firmware LINK_TYPE never set) runs the wrong verbs. The files' shapes are the
+# kernel's: torvalds/linux:drivers/infiniband/core/sysfs.c state_show (sysfs_emit "%d: %s\n", IB_PORT_ACTIVE is
+# "ACTIVE") and link_layer_show ("InfiniBand", "Ethernet", else "Unknown"), unchanged across the 5.x and 6.x trees
+# (read through code search: the repository is too big to fetch).
 @pytest.mark.parametrize(
     ("layers", "line"),
     [

@@ -14,26 +14,17 @@ from components.fabric import NETWORKS_ANNOTATION
 from components.profile import profile as make_profile
 from components.trainer_v2_runtime import effective_jobset, effective_pod, override_problems
 from tests.conftest import SHARED, stack_platform
+from tests.helpers import DROP, changed
 from tools import schemas
 
 V2 = "prod-v2"
 MPI_IMAGE = "registry.prod-v2.internal/fastpath/nccl-tests-sshd:25.10-2.28.7"
-DELETE = object()
+DELETE = DROP
 
 
 def platform(stack_name=V2, **changes) -> dict:
     """A committed stack's platform with `a.b=value` changes (DELETE removes the key)."""
-    p = stack_platform(stack_name)
-    for dotted, value in changes.items():
-        obj = p
-        *head, last = dotted.split(".")
-        for k in head:
-            obj = obj.setdefault(k, {})
-        if value is DELETE:
-            obj.pop(last, None)
-        else:
-            obj[last] = value
-    return p
+    return changed(stack_platform(stack_name), changes)
 
 
 def prof(p: dict):
