@@ -68,10 +68,12 @@ else
   ok "$verbs RDMA devices"
 fi
 
-if [ -n "${PREFLIGHT_HCAS:-}" ] && [ "$verbs" -gt 0 ] && [ "$(count "$SYS/class/infiniband/*")" -eq 0 ]; then
+hcas=${PREFLIGHT_HCAS:-}
+if [ -n "$hcas" ] && [ "$verbs" -gt 0 ] && [ "$(count "$SYS/class/infiniband/*")" -eq 0 ]; then
   fail "the pod has RDMA devices but sees no HCA in $SYS/class/infiniband: the node's RDMA subsystem is in exclusive network-namespace mode (ib_core netns_mode=0, left by an earlier SR-IOV setup); set it back to shared (rdma system set netns shared) on the node"
+  hcas=""  # each HCA would be "not present" for the same reason, burying this one
 fi
-for hca in ${PREFLIGHT_HCAS:-}; do
+for hca in $hcas; do
   if [ ! -e "$SYS/class/infiniband/$hca" ]; then
     fail "HCA $hca not present: NCCL_IB_HCA names it; check the host HCA names (ibdev2netdev) in fabric.rails"
     continue

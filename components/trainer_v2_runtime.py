@@ -242,11 +242,13 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
 # starts, which otherwise get sshd's compiled-in PATH and find no `orted`/`prted`. sshd re-executes itself and so
 # must be started by its absolute path. A missing tool exits FAIL_RUN_EXIT at once: the run fails with the reason,
 # no restart.
-# sshd runs as a child, never exec'd: it exits 0 on SIGTERM, and a pod that ends Succeeded after an eviction or a
-# preemption is not a failure the Job's podFailurePolicy can see (its DisruptionTarget rule would never match, and
-# the restart would be charged to maxRestarts through the launcher instead): SIGTERM is answered with 143, and an
-# sshd that ends by itself fails the pod.
+# The options are tried first (`sshd -t`): an sshd that refuses them would otherwise exit 255 and restart the gang
+# maxRestarts times for nothing. sshd runs as a child, never exec'd: it exits 0 on SIGTERM, and a pod that ends
+# Succeeded after an eviction or a preemption is not a failure the Job's podFailurePolicy can see (its
+# DisruptionTarget rule would never match, and the restart would be charged to maxRestarts through the launcher
+# instead): SIGTERM is answered with 143 from the first line on, and an sshd that ends by itself fails the pod.
 SSHD = f"""\
+trap 'exit 143' TERM INT
 export PATH="$PATH:/usr/sbin:/sbin"
 for tool in sshd ssh-keygen ssh; do
   command -v "$tool" >/dev/null 2>&1 || {{
@@ -256,9 +258,12 @@ done
 mkdir -p /run/sshd {SSH_KEY_DIR}
 cp "$0/id_rsa" {SSH_KEY} && chmod 600 {SSH_KEY}
 ssh-keygen -A >/dev/null
-"$(command -v sshd)" -De -f /dev/null -p {SSHD_PORT} -o PermitRootLogin=prohibit-password \
-  -o AuthorizedKeysFile="$0/authorized_keys" -o StrictModes=no -o PasswordAuthentication=no \
-  -o "SetEnv=PATH=$PATH LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}" &
+set -- -f /dev/null -p {SSHD_PORT} -o PermitRootLogin=prohibit-password -o AuthorizedKeysFile="$0/authorized_keys" \
+  -o StrictModes=no -o PasswordAuthentication=no -o "SetEnv=PATH=$PATH LD_LIBRARY_PATH=${{LD_LIBRARY_PATH:-}}"
+err=$("$(command -v sshd)" -t "$@" 2>&1) || {{
+  echo "fastpath: this image's sshd refuses fastpath's options (OpenSSH 7.8 or later is needed): $err" >&2
+  exit {FAIL_RUN_EXIT}; }}
+"$(command -v sshd)" -De "$@" &
 sshd=$!
 trap 'kill -TERM "$sshd" 2>/dev/null; wait "$sshd"; exit 143' TERM INT
 wait "$sshd"

@@ -1113,14 +1113,10 @@ def train_job(r: Resolved) -> dict:
     else:
         # A failed mpirun waits before the launcher fails: when a node pod was evicted or preempted, its Job must
         # fail first (DisruptionTarget: a restart that spends no budget), not the launcher's ordinary failure,
-        # which JobSet would act on first and charge to maxRestarts.
-        command = [
-            "sh",
-            "-c",
-            f'"$@" || {{ rc=$?; sleep {MPI_FAILURE_GRACE}; exit $rc; }}',
-            "mpirun",
-            *mpirun_command(r),
-        ]
+        # which JobSet would act on first and charge to maxRestarts. mpirun runs as a child so that SIGTERM (the
+        # launcher deleted, the gang restarted) reaches it and ends the launcher with 143 at once: a shell that is
+        # PID 1 ignores a signal it has no handler for.
+        command = ["sh", "-c", MPI_LAUNCH, "mpirun", *mpirun_command(r)]
     job = trainer_v2_runtime.train_job(
         spec.name,
         runtime_of(r),
@@ -1234,6 +1230,15 @@ V1_KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tensorflow": "TFJob"}
 # Seconds a v2 launcher whose mpirun failed waits before failing (train_job): room for an evicted node's Job to
 # fail first, with its DisruptionTarget reason.
 MPI_FAILURE_GRACE = 30
+MPI_LAUNCH = f"""\
+"$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' TERM INT
+wait "$child"
+rc=$?
+[ "$rc" -eq 0 ] || sleep {MPI_FAILURE_GRACE}
+exit "$rc"
+"""
 
 
 def manifest(r: Resolved) -> dict:

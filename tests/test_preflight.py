@@ -207,3 +207,4 @@ def test_exclusive_rdma_netns_mode_is_named(tmp_path):
     res = run(env)
     fails = [x for x in res.stdout.splitlines() if x.startswith("preflight FAIL")]
     assert res.returncode == 1 and "exclusive network-namespace mode" in fails[0], res.stdout
+    assert len(fails) == 1, res.stdout  # not buried under one "HCA not present" per rail

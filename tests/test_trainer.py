@@ -349,7 +349,8 @@ def test_mpi_job_runs_mpirun_on_the_launcher_and_forwards_the_fabric(rendered):
     wrapper, cmd = tj["spec"]["trainer"]["command"][:4], tj["spec"]["trainer"]["command"][4:]
     # A failed mpirun holds the launcher for MPI_FAILURE_GRACE seconds, so an evicted node's Job fails first (a
     # DisruptionTarget restart spends no budget) rather than the launcher's ordinary failure.
-    assert wrapper == ["sh", "-c", f'"$@" || {{ rc=$?; sleep {training_job.MPI_FAILURE_GRACE}; exit $rc; }}', "mpirun"]
+    assert wrapper == ["sh", "-c", training_job.MPI_LAUNCH, "mpirun"]
+    assert f"sleep {training_job.MPI_FAILURE_GRACE}" in wrapper[2]
     assert cmd[:6] == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "--allow-run-as-root", "-np", "32"]
     for name in ("NCCL_IB_HCA", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"):
         assert cmd[cmd.index(name) - 1] == "-x"
@@ -569,7 +570,9 @@ def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
     assert shlex.join(["-mca", "plm_rsh_args", options]) in text
 
 
-@pytest.mark.parametrize(("signal_it", "sshd_exit", "expect"), [(True, None, 143), (False, 0, 1), (False, 7, 7)], ids=["evicted", "sshd-ends-0", "sshd-fails"])
+@pytest.mark.parametrize(
+    ("signal_it", "sshd_exit", "expect"), [(True, None, 143), (False, 0, 1), (False, 7, 7), (False, "refuses", 3)], ids=["evicted", "sshd-ends-0", "sshd-fails", "sshd-refuses-options"]
+)
 def test_node_container_never_ends_succeeded(tmp_path, signal_it, sshd_exit, expect):
     """sshd exits 0 on SIGTERM; the `node` container answers SIGTERM with 143 and turns an sshd that ends by itself
     into a failure, so an evicted or preempted MPI node is a failed pod whose DisruptionTarget condition the Job's
@@ -582,7 +585,10 @@ def test_node_container_never_ends_succeeded(tmp_path, signal_it, sshd_exit, exp
     keys.mkdir()
     (keys / "id_rsa").write_text("key")
     sshd = bin_dir / "sshd"
-    sshd.write_text("#!/bin/sh\n" + ("trap 'exit 0' TERM; while :; do sleep 1; done\n" if sshd_exit is None else f"exit {sshd_exit}\n"))
+    # `sshd -t` (the options tried first) passes unless the case is an sshd that refuses them
+    check = "exit 1" if sshd_exit == "refuses" else "exit 0"
+    run = "trap 'exit 0' TERM; while :; do sleep 1; done" if sshd_exit is None else f"exit {sshd_exit}"
+    sshd.write_text(f'#!/bin/sh\n[ "$1" = -t ] && {{ echo "Unsupported option SetEnv" >&2; {check}; }}\n{run}\n')
     for tool, body in (("ssh-keygen", "exit 0"), ("ssh", "exit 0")):
         (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
     for f in bin_dir.iterdir():
@@ -593,3 +599,24 @@ def test_node_container_never_ends_succeeded(tmp_path, signal_it, sshd_exit, exp
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == expect
+
+
+@pytest.mark.parametrize(
+    ("child", "signal_it", "expect"), [("exit 0", False, 0), ("exit 5", False, 5), ("trap 'exit 0' TERM; while :; do sleep 1; done", True, 143)], ids=["ok", "mpirun-fails", "launcher-deleted"]
+)
+def test_launcher_wrapper_passes_mpirun_through_and_stops_it_on_sigterm(tmp_path, child, signal_it, expect):
+    """The v2 MPI launcher command: mpirun's exit code is the container's (after the grace on a failure), and a
+    SIGTERM (the launcher deleted, the gang restarted) reaches mpirun and ends the container with 143 at once, not
+    after the kubelet's grace period."""
+    import signal
+    import time
+
+    script = training_job.MPI_LAUNCH.replace(f"sleep {training_job.MPI_FAILURE_GRACE}", "sleep 0")
+    marker = tmp_path / "stopped"
+    body = child.replace("trap 'exit 0' TERM", f"trap 'touch {marker}; exit 0' TERM")
+    proc = subprocess.Popen(["/bin/sh", "-c", script, "mpirun", "/bin/sh", "-c", body], cwd=tmp_path)
+    if signal_it:
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == expect
+    assert marker.exists() == signal_it  # mpirun itself was told to stop
