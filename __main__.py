@@ -2,10 +2,10 @@
 
 import pulumi
 
-from components import config, stack
-from components.acceptance import FabricAcceptance, FabricAcceptanceArgs
-from components.platform import Platform, PlatformArgs
-from components.training_job import TrainingJob, TrainingJobArgs, api_of
+from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
+from components.jobs.training_job import TrainingJob, TrainingJobArgs, api_of
+from components.model import config, stack
+from components.platform.component import Platform, PlatformArgs
 
 try:
     # Everything is validated before the first resource is registered: a bad stack file registers nothing.

@@ -259,7 +259,7 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
 
 def jobset_templates(replicated_jobs: Any) -> Extracted:
     """The pod templates of a runtime's JobSet spec as the trainer controller fills it in for a TrainJob
-    (components.trainer_v2_runtime.effective_jobset: parallelism set to each job's pod count), at the paths and
+    (components.jobs.trainer_v2_runtime.effective_jobset: parallelism set to each job's pod count), at the paths and
     with the roles the runtime's own templates have, so a finding reads the same on both."""
     r = _Reader()
     return Extracted(_jobset_jobs(r, replicated_jobs, RUNTIME_JOBS), r.problems)

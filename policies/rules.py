@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from components import nccl
-from components.config import image_problem
-from components.fabric import NETWORKS_ANNOTATION
-from components.profile import normalize as _normalize
-from components.trainer_v2_runtime import override_problems
+from components.fabric import nccl
+from components.fabric.wiring import NETWORKS_ANNOTATION
+from components.jobs.trainer_v2_runtime import override_problems
+from components.model.config import image_problem
+from components.model.profile import normalize as _normalize
 from policies.podspecs import (
     REPLICA_SPECS,
     Extracted,
@@ -120,7 +120,7 @@ PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
-    """components.profile.normalize, copying only the parts it changes. YAML gives dicts, lists, strings and
+    """components.model.profile.normalize, copying only the parts it changes. YAML gives dicts, lists, strings and
     ints, which need nothing; asking each node the abstract Mapping/Sequence questions that engine proxies need
     cost more than all the rules together. Anything else (proxies, floats, dates) takes the shared path."""
     kind = type(value)
@@ -1602,7 +1602,7 @@ TRAINJOB_RUNTIME = "trainjob-runtime"
 def trainjob_runtime(ctx: Context) -> Iterator[Finding]:
     """A TrainJob cannot carry wiring of its own, only take some away: kubeflow/trainer@v2.3.0 merges
     resourcesPerNode per resource name, upserts env by name and applies runtimePatches as a strategic merge patch
-    that replaces lists whole (../notes/trainer-v2.md a; components/trainer_v2_runtime.py override_problems)."""
+    that replaces lists whole (../notes/trainer-v2.md a; components/jobs/trainer_v2_runtime.py override_problems)."""
     pairing = ctx.pairing
     if ctx.obj.get("kind") != "TrainJob" or pairing is None:
         return

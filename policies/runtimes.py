@@ -4,7 +4,8 @@ a TrainJob by those pods when its runtime is among the objects checked, and say 
 otherwise.
 
     RuntimeIndex(objects)       every ClusterTrainingRuntime and TrainingRuntime of one lint (or one stack), built once
-    pair(train_job, index)      the runtime it names, and its effective pods (components.trainer_v2_runtime) or why not
+    pair(train_job, index)      the runtime it names, and its effective pods (components.jobs.trainer_v2_runtime)
+                                or why not
 
 Choices an experienced reader may look for:
 - The runtime is found the way the controller finds it (T:pkg/runtime/core/clustertrainingruntime.go,
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.trainer_v2_runtime import effective_jobset
+from components.jobs.trainer_v2_runtime import effective_jobset
 from policies.podspecs import Extracted, jobset_templates
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")

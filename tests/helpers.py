@@ -1,7 +1,7 @@
 """Plain helpers the component test files share: a committed stack's platform with changes, registrations by
 type, and the taints several charts are told to tolerate."""
 
-from components.config import PlatformConfig
+from components.model.config import PlatformConfig
 from tests.conftest import stack_platform
 
 DROP = object()

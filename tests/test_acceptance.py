@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from components import acceptance, config, fabric, stack, training_job
-from components.config import AcceptanceConfig, FabricConfig, PlatformConfig
-from components.profile import profile as make_profile
+from components.fabric import wiring as fabric
+from components.jobs import acceptance, training_job
+from components.model import config, stack
+from components.model.config import AcceptanceConfig, FabricConfig, PlatformConfig
+from components.model.profile import profile as make_profile
 from tests.conftest import ROOT, stack_platform
 
 LOGS = Path(__file__).parent / "ncclcheck"

@@ -9,24 +9,32 @@ from pathlib import Path
 import pytest
 
 COMPONENTS = Path(__file__).resolve().parent.parent / "components"
+PACKAGES = ("fabric", "model", "platform", "jobs")
 
 
-def imports_of(path: Path) -> set[str]:
+def module_name(path: Path) -> str:
+    """`fabric.kinds` for components/fabric/kinds.py, `k8s` for components/k8s.py."""
+    return ".".join(path.relative_to(COMPONENTS).with_suffix("").parts)
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
     """Every components module `path` imports, at module level or inside a function."""
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "components":
-                out.update(alias.name for alias in node.names)
-            elif node.module.startswith("components."):
-                out.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "components":
+            base = node.module.removeprefix("components").removeprefix(".")
+            for alias in node.names:
+                name = f"{base}.{alias.name}" if base else alias.name
+                out.add(name if name in known else base)
         elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("components."))
+            out.update(a.name.removeprefix("components.") for a in node.names if a.name.startswith("components."))
     return out
 
 
 def import_graph() -> dict[str, set[str]]:
-    return {p.stem: imports_of(p) - {p.stem} for p in COMPONENTS.glob("*.py") if p.stem != "__init__"}
+    paths = [p for p in COMPONENTS.rglob("*.py") if p.stem != "__init__"]
+    known = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, known) - {module_name(p)} for p in paths}
 
 
 def test_components_import_no_circle():
@@ -36,22 +44,48 @@ def test_components_import_no_circle():
         order = list(graphlib.TopologicalSorter(import_graph()).static_order())
     except graphlib.CycleError as err:
         pytest.fail(f"components/ import circle: {' -> '.join(err.args[1])}")
-    assert "config" in order
+    assert "model.config" in order
 
 
 def test_the_circle_detector_sees_a_circle():
-    graph = {**import_graph(), "config": {"training_job"}}
+    graph = {**import_graph(), "model.config": {"jobs.training_job"}}
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(graph).static_order())
 
 
+def test_every_module_lives_in_a_room():
+    """components/ holds the packages and the three helpers every room uses; a new module goes in a room."""
+    loose = {m for m in import_graph() if "." not in m}
+    assert loose <= {"k8s", "k8s_syntax", "versions"}, loose
+
+
+def within(modules: set[str], *prefixes: str) -> set[str]:
+    return {m for m in modules if m.startswith(prefixes)}
+
+
 @pytest.mark.parametrize(
-    ("module", "must_not_import"),
+    ("module", "may_import"),
     [
-        ("kinds", {"config", "fabric", "profile"}),  # the table is pure data: everyone reads it
-        ("config", {"fabric", "profile", "training_job", "acceptance", "stack"}),  # models know no builders
-        ("fabric", {"profile", "training_job", "stack"}),
+        # The tables are pure data: everyone reads them, they read nothing but each other.
+        ("fabric.kinds", {"fabric.nccl", "k8s_syntax", "versions"}),
+        ("fabric.nccl", {"fabric.kinds", "k8s_syntax", "versions"}),
+        # Models know no builders: the schema reads the tables and nothing built from it.
+        ("model.config", {"fabric.kinds", "fabric.nccl", "k8s_syntax", "versions"}),
     ],
 )
-def test_layering(module, must_not_import):
-    assert not (import_graph()[module] & must_not_import)
+def test_layering(module, may_import):
+    assert import_graph()[module] <= may_import
+
+
+@pytest.mark.parametrize(
+    ("room", "must_not_import"),
+    [
+        ("fabric.", ("jobs.", "platform.", "model.profile", "model.stack")),  # the fabric model knows no jobs
+        ("platform.", ("model.stack",)),  # components take a validated model; loading is the program's
+        ("jobs.", ("model.stack", "platform.component")),
+    ],
+)
+def test_rooms(room, must_not_import):
+    graph = import_graph()
+    crossing = {m: within(deps, *must_not_import) for m, deps in graph.items() if m.startswith(room)}
+    assert not {m: d for m, d in crossing.items() if d}

@@ -1,9 +1,9 @@
-"""Checkpoint storage (components/checkpoints.py): StorageClass, claims and the csi-driver-nfs values."""
+"""Checkpoint storage (components/platform/checkpoints.py): StorageClass, claims and the csi-driver-nfs values."""
 
 import pytest
 import yaml
 
-from components import checkpoints
+from components.platform import checkpoints
 from tests.conftest import SHARED, STACKS
 from tests.helpers import DEDICATED, GPU_TAINT, cfg, regs
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components import config, stack
+from components.model import config, stack
 from tests.conftest import STACKS, stack_platform
 
 

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import BaseModel
 
-from components import config
+from components.model import config
 from tools import gendocs
 
 MODELS = [m for m in vars(config).values() if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == config.__name__ and not m.__name__.startswith("_")]

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from components import fabric, nccl
-from components.config import FabricConfig
+from components.fabric import nccl
+from components.fabric import wiring as fabric
+from components.model.config import FabricConfig
 
 DGX_HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.config import ConfigError
-from components.stack import parse
+from components.model.config import ConfigError
+from components.model.stack import parse
 from tests.conftest import SHARED, STACKS, stack_platform
 from tools import render, schemas
 

@@ -1,8 +1,8 @@
-"""GPU Operator (components/gpu_operator.py): its Helm values."""
+"""GPU Operator (components/platform/gpu_operator.py): its Helm values."""
 
 import pytest
 
-from components import gpu_operator
+from components.platform import gpu_operator
 from tests.helpers import DEDICATED, GPU_TAINT, cfg
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}

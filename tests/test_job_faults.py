@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components import training_job
-from components.config import JobSpec
+from components.jobs import training_job
+from components.model.config import JobSpec
 from tests import operator_v1 as op
 from tests.test_training_job import job, profile_for
 

@@ -1,4 +1,4 @@
-"""The fabric-kind table (components/kinds.py), proved by every attachment end to end: what the Network Operator
+"""The fabric-kind table (components/fabric/kinds.py), proved by every attachment end to end: what the Network Operator
 deploys for it, which networks exist, what a pod gets, what the preflight checks, what the policy pack says."""
 
 from __future__ import annotations
@@ -7,9 +7,12 @@ import json
 
 import pytest
 
-from components import fabric, kinds, network_operator, networks, training_job
-from components.config import JobSpec, PlatformConfig
-from components.profile import profile as make_profile
+from components.fabric import kinds
+from components.fabric import wiring as fabric
+from components.jobs import training_job
+from components.model.config import JobSpec, PlatformConfig
+from components.model.profile import profile as make_profile
+from components.platform import network_operator, networks
 from tests.conftest import stack_platform
 from tools import lint, schemas
 
@@ -168,7 +171,7 @@ def test_every_row_renders_through_the_program(kind, attachment):
 
 
 def test_torchrun_reads_the_pod_address_host_network_pods_get():
-    """The host-network pods' PET_LOCAL_ADDR (components/fabric.py TORCHRUN_POD_ADDRESS) is torchrun's --local-addr:
+    """The host-network pods' PET_LOCAL_ADDR (components/fabric/wiring.py TORCHRUN_POD_ADDRESS) is torchrun's --local-addr:
     pytorch/pytorch@v2.13.0:torch/distributed/run.py declares it with `action=env`, which reads PET_<NAME>; the
     agent then publishes that address instead of its FQDN (elastic/rendezvous/api.py RendezvousStoreInfo.build)."""
     import os
@@ -177,7 +180,7 @@ def test_torchrun_reads_the_pod_address_host_network_pods_get():
     pytest.importorskip("torch")
     from torch.distributed.run import get_args_parser
 
-    from components import fabric
+    from components.fabric import wiring as fabric
 
     assert fabric.TORCHRUN_POD_ADDRESS["name"] == "PET_LOCAL_ADDR"
     with mock.patch.dict(os.environ, {"PET_LOCAL_ADDR": "10.1.2.3"}):

@@ -510,7 +510,7 @@ def test_the_corpus_trainjob_is_readmes():
 
 def test_readmes_trainjob_with_the_published_runtime_lints_clean_and_gets_the_fabric_wiring():
     """Linted with rendered/prod-v2 (its ClusterTrainingRuntimes), README's TrainJob is judged by the pods
-    kubeflow/trainer@v2.3.0 makes from it and fastpath-torch (components/trainer_v2_runtime.py effective_pod), and
+    kubeflow/trainer@v2.3.0 makes from it and fastpath-torch (components/jobs/trainer_v2_runtime.py effective_pod), and
     nothing is wrong with them: every rail's RDMA device, IPC_LOCK, NCCL_NET, a memory-backed /dev/shm inside the
     memory limit, the preflight, the GPU toleration and selector, one Volcano gang of four."""
     violations, problems = lint.lint_loaded(read([README_JOB, PROD_V2]))

@@ -469,7 +469,7 @@ def test_a_run_ended_on_the_line_after_its_start_is_empty_in_blocks_too(tmp_path
     assert found and (report.channels, report.nccl_lines) == ({}, 0)
 
 
-# (--expect, log, verdict, substring of the first reason or None): one row per transport components/kinds.py names,
+# (--expect, log, verdict, substring of the first reason or None): one row per transport components/fabric/kinds.py names,
 # and `local`. A new fabric kind's transport is accepted by `--expect` from its row in kinds.py alone.
 EXPECTS = [
     ("ib", "ib_gdr_linerate", "pass", None),
@@ -481,7 +481,7 @@ EXPECTS = [
 
 
 def test_expect_rows_cover_every_transport_of_the_kinds_table():
-    from components.kinds import TRANSPORTS
+    from components.fabric.kinds import TRANSPORTS
 
     assert ncclcheck.EXPECT == (*TRANSPORTS, "local")
     assert [row[0] for row in EXPECTS] == list(ncclcheck.EXPECT)

@@ -1,4 +1,4 @@
-"""Network Operator (components/network_operator.py): Helm values, the NicClusterPolicy and the NV-IPAM pools."""
+"""Network Operator (components/platform/network_operator.py): Helm values, the NicClusterPolicy and the NV-IPAM pools."""
 
 import ipaddress
 import json
@@ -6,7 +6,8 @@ import json
 import pytest
 import yaml
 
-from components import fabric, network_operator
+from components.fabric import wiring as fabric
+from components.platform import network_operator
 from tests.conftest import SHARED
 from tests.helpers import DEDICATED, cfg
 

@@ -1,10 +1,11 @@
-"""Secondary networks (components/networks.py): one NetworkAttachmentDefinition per rail and training namespace."""
+"""Secondary networks (components/platform/networks.py): one NetworkAttachmentDefinition per rail and training namespace."""
 
 import json
 
 import pytest
 
-from components import fabric, networks
+from components.fabric import wiring as fabric
+from components.platform import networks
 from tests.helpers import cfg
 
 

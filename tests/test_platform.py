@@ -1,4 +1,4 @@
-"""Platform (components/platform.py): the packages it installs and their Helm values against upstream, namespaces,
+"""Platform (components/platform/component.py): the packages it installs and their Helm values against upstream, namespaces,
 the resource graph and install order, and the profile it exports."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from components import platform
+from components.platform import component as platform
 from tests.conftest import SHARED, STACKS, stack_platform
 from tests.helpers import cfg, regs
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "components" / "preflight.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "components" / "jobs" / "preflight.sh"
 GOOD_ENV = {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_10", "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": str(64 * 2**30)}
 
 

@@ -129,9 +129,9 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     """The worker command and env, and the rendezvous store's command and env, exactly as fastpath emits them for
     a 3-node job (plus what the operator adds: tests/operator_v1.pytorch_env), with only what must differ on one
     machine changed: the store's address (127.0.0.1 and a free port), loopback for gloo, and local paths."""
-    from components import training_job
-    from components.config import JobSpec, PlatformConfig
-    from components.profile import profile
+    from components.jobs import training_job
+    from components.model.config import JobSpec, PlatformConfig
+    from components.model.profile import profile
     from tests import operator_v1
     from tests.conftest import stack_platform
 

@@ -8,7 +8,7 @@ ends bit-identical to a run that was never killed.
 Upstream behaviour relied on:
 - kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy: the `node` container gets
   PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job completion index), PET_MASTER_ADDR (node 0's pod) and
-  PET_MASTER_PORT=29500, and no rendezvous backend (components.trainer_v2_runtime.effective_jobset restates it).
+  PET_MASTER_PORT=29500, and no rendezvous backend (components.jobs.trainer_v2_runtime.effective_jobset restates it).
 - pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py: with no --rdzv-backend
   torchrun rendezvouses statically (torch/distributed/run.py get_rdzv_endpoint: MASTER_ADDR:MASTER_PORT) on a
   TCPStore that node rank 0's agent hosts and its workers share (use_agent_store); a fixed world, no
@@ -41,9 +41,9 @@ JOBSET_NAME = "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
 def trainjob_and_runtime(rendered) -> tuple[dict, dict]:
     """A two-node prod-v2 TrainJob built as the renderer builds a `fastpath:jobs` entry, and the
     ClusterTrainingRuntime it names as the rendered stack publishes it."""
-    from components import training_job
-    from components.config import JobSpec, PlatformConfig
-    from components.profile import profile
+    from components.jobs import training_job
+    from components.model.config import JobSpec, PlatformConfig
+    from components.model.profile import profile
     from tests.conftest import stack_platform
 
     spec = JobSpec(
@@ -64,7 +64,7 @@ def pods_here(rendered, claim: Path, port: int) -> tuple[list[str], list[dict[st
     only what must differ on one CPU machine changed: node 0's address (127.0.0.1 and a free port, not
     <job>-node-0-0.<job>:29500), one process per pod (no 8 GPUs here), loopback for gloo, local paths (the claim's
     directory for this job where the pod mounts it with subPathExpr)."""
-    from components.trainer_v2_runtime import NODE, TRAINER_PORT, effective_pod
+    from components.jobs.trainer_v2_runtime import NODE, TRAINER_PORT, effective_pod
 
     job, runtime = trainjob_and_runtime(rendered)
     pod = effective_pod(job, runtime)
@@ -141,7 +141,7 @@ def uninterrupted(rendered, tmp_path_factory) -> list[str]:
 
 def jobset_action(rendered, pod: int, exit_code: int) -> tuple[str, js.JobSetStatus]:
     """What JobSet v0.12.0 does when pod `pod` of the `node` Job fails with `exit_code`, by the rendered policy."""
-    from components.trainer_v2_runtime import NODE, effective_jobset
+    from components.jobs.trainer_v2_runtime import NODE, effective_jobset
 
     jobset = effective_jobset(*trainjob_and_runtime(rendered))["jobset"]
     node_job = next(r for r in jobset["replicatedJobs"] if r["name"] == NODE)["template"]["spec"]

@@ -1,10 +1,12 @@
-"""SR-IOV networks (components/sriov.py): node policies, network CRs and the pool config."""
+"""SR-IOV networks (components/platform/sriov.py): node policies, network CRs and the pool config."""
 
 import json
 
 import pytest
 
-from components import fabric, kinds, network_operator, sriov
+from components.fabric import kinds
+from components.fabric import wiring as fabric
+from components.platform import network_operator, sriov
 from tests.conftest import stack_platform
 from tests.helpers import cfg
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from components import k8s_syntax
-from components.config import ConfigError
-from components.stack import parse
+from components.model.config import ConfigError
+from components.model.stack import parse
 from tests.conftest import stack_platform
 from tools import render
 

@@ -8,11 +8,14 @@ import subprocess
 import pytest
 import yaml
 
-from components import config, k8s, stack, trainer, trainer_v2_runtime, training_job, versions
-from components.config import JobSpec, PlatformConfig
-from components.fabric import NETWORKS_ANNOTATION
-from components.profile import profile as make_profile
-from components.trainer_v2_runtime import effective_jobset, effective_pod, override_problems
+from components import k8s, versions
+from components.fabric.wiring import NETWORKS_ANNOTATION
+from components.jobs import trainer_v2_runtime, training_job
+from components.jobs.trainer_v2_runtime import effective_jobset, effective_pod, override_problems
+from components.model import config, stack
+from components.model.config import JobSpec, PlatformConfig
+from components.model.profile import profile as make_profile
+from components.platform import trainer
 from tests.conftest import SHARED, stack_platform
 from tests.helpers import DROP, changed
 from tools import schemas
@@ -203,7 +206,7 @@ def rails(subnets: bool):
     return [{"hca": h, "interface": f"ibp{i}", "speedGbps": 400, **({"subnet": f"10.{i}.0.0/16"} if subnets else {})} for i, h in enumerate(DGX)]
 
 
-# Every kind and attachment of components/kinds.py: (id, fabric, RDMA resource of rail 0, Multus networks)
+# Every kind and attachment of components/fabric/kinds.py: (id, fabric, RDMA resource of rail 0, Multus networks)
 FABRICS = [
     ("ib-sriov", {"kind": "infiniband", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0", True),
     ("ib-shared", {"kind": "infiniband", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import fabric
-from components.config import FabricConfig
-from components.trainer_v2_runtime import (
+from components.fabric import wiring as fabric
+from components.jobs.trainer_v2_runtime import (
     NodeShape,
     cluster_training_runtime,
     effective_jobset,
@@ -17,6 +16,7 @@ from components.trainer_v2_runtime import (
     override_problems,
     train_job,
 )
+from components.model.config import FabricConfig
 from tools.schemas import validate
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "shared" / "upstream" / "manifests"

@@ -4,10 +4,12 @@ import json
 
 import pytest
 
-from components import config, fabric, stack, training_job
-from components.config import JobSpec, PlatformConfig
-from components.profile import Profile
-from components.profile import profile as make_profile
+from components.fabric import wiring as fabric
+from components.jobs import training_job
+from components.model import config, stack
+from components.model.config import JobSpec, PlatformConfig
+from components.model.profile import Profile
+from components.model.profile import profile as make_profile
 from tests.conftest import SHARED, stack_platform
 from tools import schemas
 
@@ -298,8 +300,8 @@ def test_duplicate_job_names_refused():
 
 def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
     """A second project reads the exported profile through a StackReference and gets the same wiring."""
-    from components.profile import from_stack
-    from components.training_job import TrainingJob, TrainingJobArgs
+    from components.jobs.training_job import TrainingJob, TrainingJobArgs
+    from components.model.profile import from_stack
     from tools import render
 
     exported = rendered("prod-roce").run.outputs["profile"]
@@ -323,7 +325,7 @@ def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
 
 
 def test_missing_profile_in_stack_reference_is_a_clear_error():
-    from components.profile import from_stack
+    from components.model.profile import from_stack
     from tools import render
 
     with pytest.raises(ValueError, match="exports no `profile`"):
@@ -361,7 +363,7 @@ def test_preflight_init_container(fab, extra, present, hcas):
 
 
 def test_preflight_configmap_ships_the_tested_script():
-    from components import platform as platform_mod
+    from components.platform import component as platform_mod
 
     p = PlatformConfig.model_validate(stack_platform("prod-roce"))
     cms = platform_mod.preflight_configmaps(p)

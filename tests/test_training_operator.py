@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from components import training_operator, versions
-from components.config import PlatformConfig
+from components import versions
+from components.model.config import PlatformConfig
+from components.platform import training_operator
 from tests.conftest import SHARED, stack_platform
 
 OVERLAY_FILE = SHARED / "manifests" / "training-operator-v1.9.4-standalone.yaml"

@@ -1,9 +1,9 @@
-"""Volcano (components/volcano.py): the scheduler configuration, queues and priority tiers."""
+"""Volcano (components/platform/volcano.py): the scheduler configuration, queues and priority tiers."""
 
 import pytest
 import yaml
 
-from components import volcano
+from components.platform import volcano
 from tests.conftest import SHARED
 from tests.helpers import cfg
 

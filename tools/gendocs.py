@@ -17,7 +17,7 @@ from pydantic import BaseModel
 if typing.TYPE_CHECKING:
     from policies.rules import Rule
 
-from components import config
+from components.model import config
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "config.md"
@@ -59,7 +59,7 @@ def generate() -> str:
     lines = [
         "# Stack config reference",
         "",
-        "Generated from `components/config.py` by `python -m tools.gendocs`; do not edit by hand.",
+        "Generated from `components/model/config.py` by `python -m tools.gendocs`; do not edit by hand.",
         "",
         "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
         "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
@@ -140,7 +140,7 @@ def generate_policies() -> str:
         "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
         "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
         "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
-        "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/trainer_v2_runtime.py`), judged when the "
+        "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/jobs/trainer_v2_runtime.py`), judged when the "
         "runtime is among the objects checked (`policies/runtimes.py`).",
         "",
         "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "

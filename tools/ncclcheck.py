@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate, compress
 from pathlib import Path
 
-from components.kinds import KINDS, TRANSPORTS
+from components.fabric.kinds import KINDS, TRANSPORTS
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
@@ -1059,7 +1059,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--expect",
         choices=EXPECT,
-        help="the transport: a fabric kind's (components/kinds.py), or local for a one-node run",
+        help="the transport: a fabric kind's (components/fabric/kinds.py), or local for a one-node run",
     )
     ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
     ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")

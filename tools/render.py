@@ -171,7 +171,7 @@ def run_program(
 
 def integral(value: Any) -> Any:
     """Mocks hand every number back as a float (8.0 -> 8) and unset inputs as None (dropped)."""
-    from components.profile import normalize
+    from components.model.profile import normalize
 
     return normalize(value, drop_none=True)
 

@@ -8,9 +8,9 @@ from typing import assert_never
 
 import pulumi
 
-from components import fabric as fab
 from components import k8s, versions
-from components.config import PlatformConfig
+from components.fabric import wiring as fab
+from components.model.config import PlatformConfig
 
 NAMESPACE = "nvidia-network-operator"
 COMPONENT = "network-operator"

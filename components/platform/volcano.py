@@ -8,8 +8,9 @@ from typing import Any
 import pulumi
 import yaml
 
-from components import k8s, profile, versions
-from components.config import PlatformConfig
+from components import k8s, versions
+from components.model import profile
+from components.model.config import PlatformConfig
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"

@@ -9,9 +9,9 @@ from typing import assert_never
 
 import pulumi
 
-from components import fabric as fab
 from components import k8s
-from components.config import PlatformConfig
+from components.fabric import wiring as fab
+from components.model.config import PlatformConfig
 
 COMPONENT = "networks"
 RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"

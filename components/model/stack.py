@@ -1,8 +1,8 @@
 """Loading a stack: the `fastpath:*` keys of a stack file (or the Pulumi runtime's config) into a StackConfig,
 each job checked on its own and against the cluster, or one ConfigError naming the file and every bad key path.
 
-The models and their own rules are components/config.py; what a job may ask of a cluster is
-components/training_job.py (`problems`). This module is the only one that knows both, so neither imports the
+The models and their own rules are components/model/config.py; what a job may ask of a cluster is
+components/jobs/training_job.py (`problems`). This module is the only one that knows both, so neither imports the
 other's side.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components import acceptance, k8s_syntax, training_job
-from components.config import ConfigError, JobSpec, PlatformConfig, StackConfig
-from components.profile import profile as make_profile
+from components import k8s_syntax
+from components.jobs import acceptance, training_job
+from components.model.config import ConfigError, JobSpec, PlatformConfig, StackConfig
+from components.model.profile import profile as make_profile
 
 NAMESPACE = "fastpath"
 KNOWN_KEYS = ("platform", "jobs")

@@ -19,9 +19,12 @@ from typing import Any
 
 import pulumi
 
-from components import fabric, k8s, training_job, versions, volcano
-from components.config import AcceptanceConfig, FabricConfig, JobSpec
-from components.profile import Profile, QueueProfile
+from components import k8s, versions
+from components.fabric import wiring as fabric
+from components.jobs import training_job
+from components.model.config import AcceptanceConfig, FabricConfig, JobSpec
+from components.model.profile import Profile, QueueProfile
+from components.platform import volcano
 
 JOB_NAME = "nccl-acceptance"
 QUEUE = "fastpath-acceptance"

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components import k8s, profile, versions
-from components.config import PlatformConfig
+from components import k8s, versions
+from components.model import profile
+from components.model.config import PlatformConfig
 
 COMPONENT = "checkpoints"
 NAMESPACE = "kube-system"  # where upstream installs csi-driver-nfs

@@ -11,12 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components import fabric, kinds
-from components.config import CHECKPOINT_ROOT, FabricConfig, JobApi, NodesConfig, PlatformConfig
-from components.fabric import Rail
+from components.fabric import kinds
+from components.fabric import wiring as fabric
+from components.fabric.wiring import Rail
+from components.model.config import CHECKPOINT_ROOT, FabricConfig, JobApi, NodesConfig, PlatformConfig
 
 SCHEDULER_NAME = "volcano"
-# What Volcano v1.15.1, as components/volcano.py configures it, does with these tiers (PodGroup priorityClassName):
+# What Volcano v1.15.1, as components/platform/volcano.py configures it, does with these tiers
+# (PodGroup priorityClassName):
 # gangpreempt evicts whole gangs of strictly lower tiers in the preemptor's own queue, never part of a gang, and
 # only when the preemptor's entire gang then fits; across queues only gangreclaim acts: a starving queue takes
 # whole gangs from other reclaimable queues, those furthest over their share first, without checking that the

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import k8s, versions
-from components.config import PlatformConfig
+from components.model.config import PlatformConfig
 
 NAMESPACE = "kubeflow"  # the overlay's `namespace:`
 COMPONENT = "training-operator"

@@ -40,10 +40,13 @@ from pathlib import Path
 
 import pulumi
 
-from components import fabric, k8s, nccl, trainer_v2_runtime
-from components.config import ConfigError, JobApi, JobSpec, tcp_on_rdma
-from components.profile import PreflightProfile, Profile, runtime_name
-from components.trainer_v2_runtime import NodeShape
+from components import k8s
+from components.fabric import nccl
+from components.fabric import wiring as fabric
+from components.jobs import trainer_v2_runtime
+from components.jobs.trainer_v2_runtime import NodeShape
+from components.model.config import ConfigError, JobApi, JobSpec, tcp_on_rdma
+from components.model.profile import PreflightProfile, Profile, runtime_name
 
 SHM_GIB_PER_GPU = 16
 DEFAULT_MAX_RESTARTS = 3
@@ -529,7 +532,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
 
 
 def host_network(pod: dict) -> None:
-    """A pod spec on the node's network (components/fabric.py HOST_NETWORK_POD says why the DNS policy)."""
+    """A pod spec on the node's network (components/fabric/wiring.py HOST_NETWORK_POD says why the DNS policy)."""
     pod.update(fabric.HOST_NETWORK_POD)
 
 
@@ -1005,11 +1008,12 @@ def files_configmap(r: Resolved) -> dict | None:
 
 # ------------------------------------------------------------------------------------------- Trainer v2
 #
-# A v2 job is a TrainJob naming one of the ClusterTrainingRuntimes the platform publishes (components/trainer.py),
-# chosen by framework and priority tier (components/profile.py runtime_name): the runtime holds the fabric wiring,
-# sizing, preflight, checkpoint claim, placement, gang scheduling and failure policy for a whole node; the
-# TrainJob holds only what the controller lets it set (../notes/trainer-v2.md a): image, command, node count, its
-# own env, and through runtime patches its queue and the volumes of its files and datasets.
+# A v2 job is a TrainJob naming one of the ClusterTrainingRuntimes the platform publishes
+# (components/platform/trainer.py), chosen by framework and priority tier (components/model/profile.py
+# runtime_name): the runtime holds the fabric wiring, sizing, preflight, checkpoint claim, placement, gang
+# scheduling and failure policy for a whole node; the TrainJob holds only what the controller lets it set
+# (../notes/trainer-v2.md a): image, command, node count, its own env, and through runtime patches its queue and
+# the volumes of its files and datasets.
 
 V2_FRAMEWORK = {"pytorch": "torch", "mpi": "mpi"}  # tensorflow has no v2 runtime (api_problems)
 RUNTIME_COMPONENT = "trainer"
@@ -1300,7 +1304,7 @@ def fault_summary(r: Resolved) -> str:
 @dataclass
 class TrainingJobArgs:
     spec: JobSpec
-    profile: Profile  # Platform.profile, or components.profile.from_stack("org/fastpath/prod-ib")
+    profile: Profile  # Platform.profile, or components.model.profile.from_stack("org/fastpath/prod-ib")
 
 
 class TrainingJob(pulumi.ComponentResource):

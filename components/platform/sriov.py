@@ -9,7 +9,7 @@ Mellanox/sriov-network-operator@network-operator-26.4.x build; its CRDs are the 
   namespace gets its own CR with the same name, and pods everywhere reference the same network name.
 - `rdmaMode: exclusive` (SriovNetworkPoolConfig) binds every RDMA device to one network namespace
   (kernel `ib_core netns_mode=0`): a pod sees only its own VFs' RDMA devices, which is what makes NCCL_IB_HCA
-  `mlx5` (a prefix) select exactly the pod's VFs (components/fabric.py). The `rdma` meta plugin moves a VF's
+  `mlx5` (a prefix) select exactly the pod's VFs (components/fabric/wiring.py). The `rdma` meta plugin moves a VF's
   RDMA device into the pod; without it the pod would have the netdev but no RDMA device.
 - `maxUnavailable` unset in a pool means every node of the pool drains at once (api/v1/helper.go
   `SriovNetworkPoolConfig.MaxUnavailable`): fastpath always sets it (fabric.sriovMaxUnavailable).
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components import fabric as fab
 from components import k8s
-from components.config import PlatformConfig
-from components.network_operator import NAMESPACE as OPERATOR_NAMESPACE
+from components.fabric import wiring as fab
+from components.model.config import PlatformConfig
+from components.platform.network_operator import NAMESPACE as OPERATOR_NAMESPACE
 
 COMPONENT = "sriov"
 POOL_NAME = "gpu-nodes"

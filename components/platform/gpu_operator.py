@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components import k8s, versions
-from components.config import PlatformConfig
+from components.model.config import PlatformConfig
 
 NAMESPACE = "gpu-operator"
 COMPONENT = "gpu-operator"

@@ -10,7 +10,7 @@ f and g have the paths):
 - Runtimes and TrainJobs go through the trainer's webhook (`failurePolicy: Fail`): runtimes wait for the release,
   which Pulumi awaits until the controller is ready.
 - A TrainJob's pods take their priority from the runtime's pod template, which a TrainJob cannot patch: hence one
-  runtime per tier (components/profile.py `runtime_name`), e.g. `fastpath-torch`, `fastpath-torch-critical`.
+  runtime per tier (components/model/profile.py `runtime_name`), e.g. `fastpath-torch`, `fastpath-torch-critical`.
 - The controller snapshots a runtime when a TrainJob first uses it: a republished runtime changes new runs only.
 """
 
@@ -21,9 +21,10 @@ from typing import Any
 
 import pulumi
 
-from components import k8s, training_job, versions
-from components.config import PlatformConfig
-from components.profile import Profile
+from components import k8s, versions
+from components.jobs import training_job
+from components.model.config import PlatformConfig
+from components.model.profile import Profile
 
 TOKEN = "fastpath:platform:Trainer"
 NAMESPACE = "kubeflow-system"  # upstream's, and the trainer's certificate code's fallback namespace
@@ -104,7 +105,7 @@ def priority_class_rbac(cluster: str) -> list[dict[str, Any]]:
 
 
 def runtimes(profile: Profile) -> list[dict[str, Any]]:
-    """Every ClusterTrainingRuntime this cluster publishes (components/training_job.py builds each, so a
+    """Every ClusterTrainingRuntime this cluster publishes (components/jobs/training_job.py builds each, so a
     TrainJob's contract is read off the same object)."""
     return [training_job.runtime(profile, framework, tier) for _, framework, tier in profile.runtimes()]
 

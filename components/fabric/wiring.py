@@ -31,8 +31,8 @@ import json
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from components import kinds, nccl
-from components.config import FabricConfig
+from components.fabric import kinds, nccl
+from components.model.config import FabricConfig
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"

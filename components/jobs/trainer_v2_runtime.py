@@ -41,7 +41,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from components.fabric import HOST_NETWORK_POD, NETWORKS_ANNOTATION, PLATFORM_OWNED, TORCHRUN_POD_ADDRESS, PodWiring
+from components.fabric.wiring import (
+    HOST_NETWORK_POD,
+    NETWORKS_ANNOTATION,
+    PLATFORM_OWNED,
+    TORCHRUN_POD_ADDRESS,
+    PodWiring,
+)
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # T:pkg/constants/constants.go
@@ -91,7 +97,7 @@ class NodeShape:
     (the stack's profile); nothing here is derived again."""
 
     wiring: PodWiring
-    """components.fabric.pod_wiring for a pod with `gpus` GPUs."""
+    """components.fabric.wiring.pod_wiring for a pod with `gpus` GPUs."""
     image: str
     """Default image of the `node` container (a TrainJob's `trainer.image` replaces it)."""
     gpus: int

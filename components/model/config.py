@@ -19,7 +19,8 @@ from typing import Annotated, Literal, assert_never
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import k8s_syntax, kinds, nccl, versions
+from components import k8s_syntax, versions
+from components.fabric import kinds, nccl
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.

@@ -8,22 +8,23 @@ from typing import assert_never
 
 import pulumi
 
-from components import fabric, k8s
-from components.checkpoints import CheckpointStorage, CheckpointStorageArgs
-from components.config import PlatformConfig
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.network_operator import NetworkOperator, NetworkOperatorArgs
-from components.networks import SecondaryNetworks, SecondaryNetworksArgs
-from components.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
-from components.sriov import SriovNetworks, SriovNetworksArgs
-from components.trainer import Trainer, TrainerArgs
-from components.training_operator import TrainingOperator, TrainingOperatorArgs
-from components.volcano import Volcano, VolcanoArgs
+from components import k8s
+from components.fabric import wiring as fabric
+from components.model.config import PlatformConfig
+from components.model.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
+from components.platform.checkpoints import CheckpointStorage, CheckpointStorageArgs
+from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.platform.network_operator import NetworkOperator, NetworkOperatorArgs
+from components.platform.networks import SecondaryNetworks, SecondaryNetworksArgs
+from components.platform.sriov import SriovNetworks, SriovNetworksArgs
+from components.platform.trainer import Trainer, TrainerArgs
+from components.platform.training_operator import TrainingOperator, TrainingOperatorArgs
+from components.platform.volcano import Volcano, VolcanoArgs
 
 COMPONENT = "platform"
 
 
-PREFLIGHT_SCRIPT = Path(__file__).with_name("preflight.sh")
+PREFLIGHT_SCRIPT = Path(__file__).parents[1] / "jobs" / "preflight.sh"
 
 
 def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
@@ -63,8 +64,8 @@ class Platform(pulumi.ComponentResource):
     Operator, checkpoint storage, each as enabled in `fastpath:platform.components`, and Kubeflow Trainer v2 with
     its runtimes as `fastpath:platform.jobApi` says.
 
-    Needs: a validated PlatformConfig (components.stack.parse or from_pulumi).
-    Output: `profile` (components/profile.py), also exported by __main__.py.
+    Needs: a validated PlatformConfig (components.model.stack.parse or from_pulumi).
+    Output: `profile` (components/model/profile.py), also exported by __main__.py.
 
     Example:
         cfg = stack.from_pulumi()
