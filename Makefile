@@ -3,7 +3,7 @@ PY := .venv/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup setup-test render render-all test test-fast lint format typecheck docs bench fuzz
+.PHONY: setup setup-test render render-all test test-fast lint format typecheck docs bench fuzz upstream
 
 # Two stamps: rendering needs only requirements.txt; tests add requirements-test.txt (PyTorch among them, for the
 # restart test). Each reinstalls when a file it depends on changes (exact pins: unchanged ones are no-ops). Each
@@ -32,10 +32,21 @@ render-all: setup
 docs: setup
 	$(PY) -m tools.gendocs
 
-# ruff checks and formats (ruff.toml); `make format` rewrites what the check would refuse.
+# The upstream files the tests and tools check against (upstream.lock.yaml: URL at the pinned tag, sha256), into
+# .cache/upstream/: copied from ../shared/upstream when that mirror is beside the checkout, else downloaded. Without
+# them `make test` still passes: each test that needs one is skipped, naming it.
+upstream: setup
+	$(PY) -m tools.upstream
+
+# ruff checks and formats (ruff.toml); `make format` rewrites what the check would refuse. shellcheck reads every
+# shell program in the tree (tracked, or new and not ignored): each is POSIX sh, since job images may have no bash.
+# A fresh Debian machine gets shellcheck from apt, fetching the package index only if the install needs it.
 lint: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	@command -v shellcheck >/dev/null || apt-get install -y -qq shellcheck || \
+		{ apt-get update -qq && apt-get install -y -qq shellcheck; }
+	shellcheck $$(git ls-files --cached --others --exclude-standard '*.sh')
 
 format: setup-test
 	$(PY) -m ruff format .
@@ -47,14 +58,14 @@ typecheck: setup-test
 test: setup-test lint typecheck
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s --check || exit 1; done
 	$(PY) -m tools.gendocs --check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 bench: setup
 	$(PY) -m tools.bench
 
 # The quick loop: everything but the tests that run real torchrun processes for a minute or more.
 test-fast: setup-test lint typecheck
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -rs -m "not slow"
 
 # 1000 random stack files (tests/test_fuzz_stacks.py): each refused with a key path or rendered clean.
 fuzz: setup-test

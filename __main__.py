@@ -3,7 +3,8 @@
 import pulumi
 
 from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
-from components.jobs.training_job import TrainingJob, TrainingJobArgs, api_of
+from components.jobs.checks import api_of
+from components.jobs.component import TrainingJob, TrainingJobArgs
 from components.model import config, stack
 from components.platform.component import Platform, PlatformArgs
 

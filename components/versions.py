@@ -1,6 +1,6 @@
 """Every pinned chart version, image tag and manifest ref fastpath installs: the one place to bump them.
 
-The values were read from the upstream repositories at the tags named (see ../shared/reference/components.md).
+The values were read from the upstream repositories at the tags named (`repo@tag:path` where a comment says more).
 A stack may override any of them under `fastpath:platform.versions`; these are the defaults.
 """
 

@@ -1,6 +1,6 @@
 """fastpath's CrossGuard policy pack: `pulumi preview --policy-pack policies`.
 
-The rules live in policies/rules.py (pure functions, also run offline by `python -m tools.lint`).
+The rules live in policies/rules/ (pure functions, also run offline by `python -m tools.lint`).
 """
 
 import sys

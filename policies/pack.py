@@ -25,7 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies.rules import ADVISORY, MANDATORY, RULES, Rule, claim_index, evaluate, exempt, normalize, plan
+from policies.engine import ADVISORY, MANDATORY, RULES, Rule, claim_index, evaluate, exempt, normalize, plan
 from policies.runtimes import RUNTIME_KINDS, RuntimeIndex
 
 LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVISORY}

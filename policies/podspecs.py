@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 
@@ -129,6 +130,8 @@ class _Reader:
         return []
 
     def mappings(self, value: Any, path: str) -> list[dict]:
+        if type(value) is list and all(map(isinstance, value, repeat(dict))):
+            return value  # the common case, checked without a step in Python per item
         out = []
         for i, item in enumerate(self.sequence(value, path)):
             if isinstance(item, dict):
@@ -156,24 +159,27 @@ class _Reader:
         """A string-keyed mapping (labels, annotations, nodeSelector, resources): other keys made strings, values
         kept. Nearly every manifest has string keys already, and then gets its own mapping back, not a copy."""
         mapping = self.mapping(value, path)
-        return mapping if all(type(k) is str for k in mapping) else {str(k): v for k, v in mapping.items()}
+        return mapping if all(map(isinstance, mapping, repeat(str))) else {str(k): v for k, v in mapping.items()}
 
     def container(self, c: dict, path: str) -> dict:
         out = dict(c)
         for key in ("name", "image"):
             if c.get(key) is not None and not isinstance(c[key], str):
                 out[key] = str(c[key])
-        env = []
-        for i, e in enumerate(self.mappings(c.get("env"), f"{path}.env")):
-            name = e.get("name")
-            if not isinstance(name, str) or not name:
-                self.note(
-                    f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
-                    "not judged (the API server refuses it)"
-                )
-                continue
-            env.append(e)
-        out["env"] = env
+        envs = self.mappings(c.get("env"), f"{path}.env")
+        names = [e.get("name") for e in envs]
+        if all(map(isinstance, names, repeat(str))) and all(names):
+            out["env"] = envs
+        else:
+            out["env"] = []
+            for i, (e, name) in enumerate(zip(envs, names, strict=True)):
+                if not isinstance(name, str) or not name:
+                    self.note(
+                        f"{path}.env[{i}] has {'no name' if name in (None, '') else 'name ' + _what(name)}: "
+                        "not judged (the API server refuses it)"
+                    )
+                    continue
+                out["env"].append(e)
         out["envFrom"] = self.mappings(c.get("envFrom"), f"{path}.envFrom")
         for key in ("command", "args"):
             words = c.get(key)
@@ -181,10 +187,12 @@ class _Reader:
                 self.note(f"{path}.{key} is a string, not a list of words: read as one word")
                 words = [words]
             out[key] = [str(w) for w in self.sequence(words, f"{path}.{key}") if w is not None]
-        mounts = []
-        for m in self.mappings(c.get("volumeMounts"), f"{path}.volumeMounts"):
-            mounts.append({**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")})
-        out["volumeMounts"] = mounts
+        out["volumeMounts"] = [
+            m
+            if type(m.get("name")) is str and type(m.get("mountPath")) is str
+            else {**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")}
+            for m in self.mappings(c.get("volumeMounts"), f"{path}.volumeMounts")
+        ]
         res = self.mapping(c.get("resources"), f"{path}.resources")
         out["resources"] = {
             **res,
@@ -205,7 +213,8 @@ class _Reader:
                 for i, c in enumerate(self.mappings(spec.get(key), f"{path}.{key}"))
             ]
         out["volumes"] = [
-            {**v, "name": str(v.get("name") or "")} for v in self.mappings(spec.get("volumes"), f"{path}.volumes")
+            v if type(v.get("name")) is str else {**v, "name": str(v.get("name") or "")}
+            for v in self.mappings(spec.get("volumes"), f"{path}.volumes")
         ]
         out["tolerations"] = self.mappings(spec.get("tolerations"), f"{path}.tolerations")
         out["nodeSelector"] = self.strings(spec.get("nodeSelector"), f"{path}.nodeSelector")
@@ -259,8 +268,8 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
 
 def jobset_templates(replicated_jobs: Any) -> Extracted:
     """The pod templates of a runtime's JobSet spec as the trainer controller fills it in for a TrainJob
-    (components.jobs.trainer_v2_runtime.effective_jobset: parallelism set to each job's pod count), at the paths and
-    with the roles the runtime's own templates have, so a finding reads the same on both."""
+    (components.jobs.runtime_v2.controller.effective_jobset: parallelism set to each job's pod count), at the paths
+    and with the roles the runtime's own templates have, so a finding reads the same on both."""
     r = _Reader()
     return Extracted(_jobset_jobs(r, replicated_jobs, RUNTIME_JOBS), r.problems)
 
@@ -374,6 +383,8 @@ def extract(obj: dict) -> Extracted:
     if obj.get("spec") is not None and not isinstance(obj.get("spec"), dict):
         r.note(f"spec is {_what(obj.get('spec'))}, not a mapping: not judged")
         return Extracted([], r.problems)
+    if kind in NO_PODS:
+        return Extracted([], r.problems)
     spec = obj.get("spec") or {}
     known = True
     if kind == "Pod":
@@ -429,8 +440,6 @@ def extract(obj: dict) -> Extracted:
         )
     elif kind == "LeaderWorkerSet":
         tpls = _leader_worker_set(r, spec)
-    elif kind in NO_PODS:
-        tpls = []
     else:
         known = False
         tpls = _search(r, spec, "spec")

@@ -1,19 +1,20 @@
 """TrainJobs and the runtimes they name: a Kubeflow Trainer v2 TrainJob holds no pod template, its pods are its
-runtime's, merged with what the TrainJob sets (kubeflow/trainer@v2.3.0, ../notes/trainer-v2.md a). The rules judge
-a TrainJob by those pods when its runtime is among the objects checked, and say which runtime they could not see
-otherwise.
+runtime's, merged with what the TrainJob sets (kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go and
+pkg/runtime/framework/plugins/jobset/builder.go). The rules judge a TrainJob by those pods when its runtime is among
+the objects checked, and say which runtime they could not see otherwise.
 
     RuntimeIndex(objects)       every ClusterTrainingRuntime and TrainingRuntime of one lint (or one stack), built once
-    pair(train_job, index)      the runtime it names, and its effective pods (components.jobs.trainer_v2_runtime)
+    pair(train_job, index)      the runtime it names, and its effective pods (components.jobs.runtime_v2.controller)
                                 or why not
 
 Choices an experienced reader may look for:
-- The runtime is found the way the controller finds it (T:pkg/runtime/core/clustertrainingruntime.go,
-  trainingruntime.go): `runtimeRef.kind` defaults to ClusterTrainingRuntime, and a TrainingRuntime is looked up in
-  the TrainJob's own namespace only, so one of the same name elsewhere does not count.
+- The runtime is found the way the controller finds it (kubeflow/trainer@v2.3.0:
+  pkg/runtime/core/clustertrainingruntime.go, trainingruntime.go): `runtimeRef.kind` defaults to
+  ClusterTrainingRuntime, and a TrainingRuntime is looked up in the TrainJob's own namespace only, so one of the
+  same name elsewhere does not count.
 - The effective pods are extracted by the same reader as a runtime's own templates, at the same paths and with
   the same roles (replicated job names), so a finding the runtime already has reads the same on the TrainJob and
-  is reported once, on the runtime (rules.evaluate drops it from the TrainJob).
+  is reported once, on the runtime (engine.evaluate drops it from the TrainJob).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.jobs.trainer_v2_runtime import effective_jobset
+from components.jobs.runtime_v2.controller import effective_jobset
 from policies.podspecs import Extracted, jobset_templates
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")

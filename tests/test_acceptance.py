@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from components.fabric import wiring as fabric
-from components.jobs import acceptance, training_job
+from components.jobs import acceptance
+from components.jobs.launch import LAUNCHER
 from components.model import config, stack
 from components.model.config import AcceptanceConfig, FabricConfig, PlatformConfig
 from components.model.profile import profile as make_profile
@@ -62,7 +63,7 @@ def test_series_runs_one_size_at_a_time_in_one_job():
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]
     assert launcher["restartPolicy"] == "Never"  # a failed run is a verdict, and its log stays
     cmd = launcher["template"]["spec"]["containers"][0]["command"]
-    assert cmd[:4] == ["sh", "-c", training_job.LAUNCHER, "launcher"] and cmd[4:6] == ["sh", "-c"]
+    assert cmd[:4] == ["sh", "-c", LAUNCHER, "launcher"] and cmd[4:6] == ["sh", "-c"]
     env = {e["name"]: e.get("value") for e in launcher["template"]["spec"]["containers"][0]["env"]}
     assert env["FASTPATH_MAX_RESTARTS"] == "0"  # a failed run is not retried
     script = cmd[6].splitlines()

@@ -4,8 +4,9 @@ import pytest
 import yaml
 
 from components.platform import checkpoints
-from tests.conftest import SHARED, STACKS
+from tests.conftest import STACKS
 from tests.helpers import DEDICATED, GPU_TAINT, cfg, regs
+from tools import upstream
 
 
 def test_checkpoint_storage():
@@ -44,12 +45,11 @@ def test_csi_nfs_controller_mounts_from_a_gpu_node_over_rdma(changes, controller
     assert checkpoints.values(cfg("prod-ib", **changes)) == {"controller": controller}
 
 
-@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
 def test_csi_controller_tolerations_repeat_the_chart_defaults():
     """The list fastpath repeats is the chart's (kubernetes-csi/csi-driver-nfs@v4.13.4:
     charts/v4.13.4/csi-driver-nfs/values.yaml `controller.tolerations`)."""
-    upstream = yaml.safe_load((SHARED / "values" / "csi-driver-nfs.values.yaml").read_text())
-    assert upstream["controller"]["tolerations"] == checkpoints.CONTROLLER_TOLERATIONS == CSI_DEFAULT_TOLERATIONS
+    chart = yaml.safe_load(upstream.path("values/csi-driver-nfs.values.yaml").read_text())
+    assert chart["controller"]["tolerations"] == checkpoints.CONTROLLER_TOLERATIONS == CSI_DEFAULT_TOLERATIONS
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -19,7 +19,9 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from policies import pack, rules
+from policies import pack
+from policies.config import policy_names
+from policies.engine import BY_ID, RULES
 from tests.conftest import ROOT
 from tools import lint
 
@@ -63,7 +65,7 @@ POLICIES = {p.name: p for p in pack.policies()}
 def test_engine_path_agrees_with_the_linter(path):
     rule_id = path.parent.parent.name
     objects = [o for _, o in lint.load([path])]
-    if rules.BY_ID[rule_id].stack:  # a stack policy: it sees every object, as the linter does
+    if BY_ID[rule_id].stack:  # a stack policy: it sees every object, as the linter does
         offline = [v.message for v in lint.lint(objects) if v.rule == rule_id]
         engine = [m for p in (rule_id, f"{rule_id}-advisory") for m, _ in run_stack_policy(POLICIES[p], objects)]
         assert sorted(engine) == sorted(offline)
@@ -119,7 +121,7 @@ def test_pack_entrypoint_registers_every_rule(monkeypatch):
     runpy.run_path(str(ROOT / "policies" / "__main__.py"), run_name="__main__")
     names = {p.name for p in seen["policies"]}
     assert seen["name"] == "fastpath" and seen["level"] == EnforcementLevel.ADVISORY
-    assert {r.id for r in rules.RULES} <= names
+    assert {r.id for r in RULES} <= names
     levels = {p.name: p.enforcement_level for p in seen["policies"]}
     assert levels["rdma-ipc-lock"] == EnforcementLevel.MANDATORY and levels["shm-size"] == EnforcementLevel.ADVISORY
 
@@ -154,7 +156,7 @@ def test_hostnetwork_dns_reads_engine_props():
 
 def test_each_policy_carries_its_rules_metadata():
     for policy in pack.policies():
-        rule = rules.policy_names()[policy.name]
+        rule = policy_names()[policy.name]
         assert policy.remediation_steps == rule.remediation
         assert policy.description.startswith(rule.title)
         assert isinstance(policy, StackValidationPolicy if rule.stack else ResourceValidationPolicy)

@@ -7,6 +7,7 @@ import pytest
 from components.fabric import nccl
 from components.fabric import wiring as fabric
 from components.model.config import FabricConfig
+from tools import upstream
 
 DGX_HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 
@@ -137,8 +138,8 @@ def test_tcp_refuses_an_nccl_net():
         FabricConfig.model_validate({"kind": "tcp", "ncclNet": "IB"})
 
 
-# NCCL_NET (NVIDIA/nccl@v2.30.7-1:src/init.cc, ncclGetEnv; documented "since 2.10" in the catalogue vendored from
-# ../shared/upstream/nccl_env.json): with it set, NCCL fails at init when that network module cannot run instead
+# NCCL_NET (NVIDIA/nccl@v2.30.7-1:src/init.cc, ncclGetEnv; documented "since 2.10" in the catalogue vendored at
+# components/fabric/data/nccl_env.json): with it set, NCCL fails at init when that network module cannot run instead
 # of falling back to sockets. NCCL_IB_ADDR_RANGE (src/transport/net_ib/connect.cc, since 2.21) takes one CIDR.
 @pytest.mark.parametrize(("fab", "gpus", "per_node", "env", "resources", "caps", "networks"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_pod_wiring(fab, gpus, per_node, env, resources, caps, networks):
@@ -198,9 +199,6 @@ def test_needs_exact(value, needs):
 
 
 def test_vendored_nccl_catalogue_matches_upstream():
-    from tests.conftest import SHARED
-
-    upstream = SHARED / "nccl_env.json"
-    if not upstream.is_file():
-        pytest.skip("shared/upstream not beside this checkout")
-    assert nccl.DATA_FILE.read_bytes() == upstream.read_bytes()
+    """The catalogue fastpath reads is the one upstream.lock.yaml pins by sha256 (path() checks it); `make upstream`
+    holds a mirror's copy to the same sha256."""
+    assert upstream.path("nccl_env.json") == nccl.DATA_FILE.resolve()

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from components.jobs import training_job
-from components.model.config import JobSpec
+from components.jobs import component
+from components.jobs.launch import LAUNCH, LAUNCHER, RDZV_STORE
+from components.jobs.operator_v1 import RDZV_PORT, rendezvous
+from components.jobs.resolve import ROLE_LABEL, resolve
+from components.jobs.shell import program
+from components.model.job import JobSpec
 from tests import operator_v1 as op
+from tests.posix_sh import DASH, needs_dash
 from tests.test_training_job import job, profile_for
 
 KINDS = [("pytorch", "fixed"), ("pytorch", "elastic"), ("mpi", "fixed"), ("tensorflow", "fixed")]
@@ -20,7 +25,7 @@ IDS = [f"{fw}-{size}" for fw, size in KINDS]
 
 
 def manifest(fw: str, size: str, fab: str = "ib-sriov", **extra) -> dict:
-    return training_job.manifest(training_job.resolve(job(fw, size, **extra), profile_for(fab)))
+    return component.manifest(resolve(job(fw, size, **extra), profile_for(fab)))
 
 
 def gpu_replicas(m: dict) -> dict[str, dict]:
@@ -69,7 +74,7 @@ def test_a_failed_preflight_ends_the_pod_and_the_job(fw, size):
             (c,) = spec["containers"]
             env = {e["name"]: e.get("value") for e in c["env"]}
             assert env["FASTPATH_PREFLIGHT"] == "/fastpath/preflight.sh" and "PREFLIGHT_GPUS" in env
-            assert c["command"][:3] == ["sh", "-c", training_job.LAUNCH]
+            assert c["command"][:3] == ["sh", "-c", LAUNCH]
             assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
             failed = op.Pod(name, "Failed", exit_code=3)
             assert op.pytorch_outcome(m, [failed]) == "Failed"
@@ -106,10 +111,10 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     """kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/elastic.go: PET_RDZV_ENDPOINT is rdzvHost:rdzvPort
     (default <job>-worker-0, a worker Volcano may not admit when minNodes < maxNodes). Ours names the
     `<job>-rdzv` Service, which is not part of the gang, with the store's port."""
-    r = training_job.resolve(job("pytorch", "elastic"), profile_for("roce-shared"))
-    m = training_job.manifest(r)
+    r = resolve(job("pytorch", "elastic"), profile_for("roce-shared"))
+    m = component.manifest(r)
     env = op.pytorch_env(m)
-    deployment, service, pdb = training_job.rendezvous(r)
+    deployment, service, pdb = rendezvous(r)
     assert env["PET_RDZV_ENDPOINT"] == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
     assert env["PET_NNODES"] == "2:6"
     assert env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900,read_timeout=600"
@@ -118,7 +123,7 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     # Kept off GPU nodes and this job's nodes when it can be: a lost GPU node must not take the store along.
     aff = deployment["spec"]["template"]["spec"]["affinity"]
     assert aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
-    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"][training_job.ROLE_LABEL] == "worker"
+    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"][ROLE_LABEL] == "worker"
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)
@@ -142,13 +147,23 @@ def test_every_container_is_guaranteed_and_on_whole_cores(fw, size):
 
 def test_rendezvous_store_script_is_what_the_restart_test_runs():
     """The store the pods run is the one tests/test_restart.py starts: the same code and port variable."""
-    r = training_job.resolve(JobSpec(name="x", image="nvcr.io/nvidia/pytorch:25.10-py3", command=["python", "t.py"], nodes=2), profile_for("tcp"))
-    (c,) = training_job.rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
-    assert c["command"] == ["python", "-c", training_job.RDZV_STORE]
-    assert {"name": "FASTPATH_RDZV_PORT", "value": str(training_job.RDZV_PORT)} in c["env"]
+    r = resolve(JobSpec(name="x", image="nvcr.io/nvidia/pytorch:25.10-py3", command=["python", "t.py"], nodes=2), profile_for("tcp"))
+    (c,) = rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
+    assert c["command"] == ["python", "-c", RDZV_STORE]
+    assert {"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)} in c["env"]
 
 
 # ------------------------------------------------------------------------------------ the entrypoints, for real
+
+
+def test_a_program_reaches_the_manifest_without_its_comments_and_with_its_values(tmp_path):
+    """The .sh files explain themselves in comment lines; what a container runs is the code alone, with each
+    __NAME__ given, and a name without a value is refused at import, not shipped."""
+    f = tmp_path / "p.sh"
+    f.write_text("# shellcheck shell=sh\n# why\nsleep __GRACE__\n  # indented\nexit 0\n")
+    assert program(f, {"GRACE": 30}) == "sleep 30\nexit 0\n"
+    with pytest.raises(ValueError, match="p.sh: no value for GRACE"):
+        program(f)
 
 
 def launch(tmp_path: Path, child: list[str], preflight: str | None = None) -> subprocess.Popen:
@@ -157,9 +172,10 @@ def launch(tmp_path: Path, child: list[str], preflight: str | None = None) -> su
         script = tmp_path / "preflight.sh"
         script.write_text(preflight)
         env["FASTPATH_PREFLIGHT"] = str(script)
-    return subprocess.Popen(["sh", "-c", training_job.LAUNCH, "fastpath", *child], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen([DASH, "-c", LAUNCH, "fastpath", *child], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+@needs_dash
 @pytest.mark.parametrize(
     ("child", "preflight", "code"),
     [
@@ -180,6 +196,7 @@ def test_pytorch_entrypoint_exit_codes(tmp_path, child, preflight, code):
         assert op.pytorch_outcome(job, [op.Pod("Worker", "Failed", exit_code=p.returncode)]) == "Failed"
 
 
+@needs_dash
 def test_pytorch_entrypoint_answers_sigterm_with_a_retryable_code(tmp_path):
     """A drain or an eviction sends SIGTERM: torchrun alone exits 1 (pytorch/pytorch@v2.13.0:
     torch/distributed/launcher/api.py launch_agent re-raises the SignalException; not retryable, the job would
@@ -214,6 +231,7 @@ def mpi_world(tmp_path: Path, workers: dict[str, str], mpirun_fails: int) -> tup
     return [str(mpirun), "-np", "16", "all_reduce_perf_mpi"], env
 
 
+@needs_dash
 @pytest.mark.parametrize(
     ("workers", "fails", "max_restarts", "code", "mpiruns"),
     [
@@ -231,7 +249,7 @@ def test_mpi_launcher_waits_retries_and_stops(tmp_path, workers, fails, max_rest
     kubexec.sh, stops at once on a worker that failed or is being deleted, and relaunches mpirun itself."""
     cmd, env = mpi_world(tmp_path, workers, fails)
     env["FASTPATH_MAX_RESTARTS"] = str(max_restarts)
-    p = subprocess.run(["sh", "-c", training_job.LAUNCHER, "launcher", *cmd], env=env, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([DASH, "-c", LAUNCHER, "launcher", *cmd], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == code, p.stderr
     calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
     assert sum(c.startswith("mpirun") for c in calls) == mpiruns
@@ -242,16 +260,18 @@ def test_mpi_launcher_waits_retries_and_stops(tmp_path, workers, fails, max_rest
 def test_jobs_wait_for_the_training_operators_own_objects(rendered):
     """A job created before the operator's CRDs, its Deployment (webhook server) and its
     ValidatingWebhookConfiguration is refused (failurePolicy Fail, kubeflow/trainer@v1.9.4
-    manifests/base/webhook), and the provider retries a missing CRD for ~30 s only. The SDK expands
-    depends_on=[platform] to the children it has so far, which do not include the kustomize Directory's objects
-    (created in an apply): jobs depend on those explicitly."""
+    manifests/base/webhook), and the provider retries a missing CRD for ~30 s only. The provider builds those
+    objects inside the kustomize Directory (a remote component, which the SDK never expands into children): a job
+    that depends on the Directory itself waits until the provider has created every one, the Deployment ready."""
     run = rendered("dev").run
     by = {r.urn: r for r in run.registrations}
     (m,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
-    kinds = {by[d].type.split(":")[-1] for d in m.dependencies if d in by}
-    assert {"CustomResourceDefinition", "Deployment", "ValidatingWebhookConfiguration"} <= kinds
+    types = {by[d].type for d in m.dependencies if d in by}
+    assert "kubernetes:kustomize/v2:Directory" in types
 
 
+@pytest.mark.slow
+@needs_dash
 def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
     """ExitCode recreations are never counted by the operator (kubeflow/trainer@v1.9.4 pkg/core/job.go
     PastBackoffLimit sees restarts of Running pods only, and a recreated pod starts at 0), so a one-node job
@@ -263,23 +283,24 @@ def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = subprocess.Popen([sys.executable, "-c", training_job.RDZV_STORE], env={**os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
+    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env={**os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
     try:
         assert "listening" in store.stdout.readline()
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2", "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
         codes = []
         for _ in range(3):
-            p = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env=env, capture_output=True, text=True, timeout=120)
+            p = subprocess.run([DASH, "-c", LAUNCH, "fastpath", "true"], env=env, capture_output=True, text=True, timeout=120)
             codes.append(p.returncode)
         assert codes == [0, 0, 1], p.stderr
         assert "started 3 times (at most 2)" in p.stderr
-        other = subprocess.run(["sh", "-c", training_job.LAUNCH, "fastpath", "true"], env={**env, "HOSTNAME": "run-worker-1"}, capture_output=True, text=True, timeout=120)
+        other = subprocess.run([DASH, "-c", LAUNCH, "fastpath", "true"], env={**env, "HOSTNAME": "run-worker-1"}, capture_output=True, text=True, timeout=120)
         assert other.returncode == 0  # per pod, not per job
     finally:
         store.terminate()
         store.wait(timeout=30)
 
 
+@needs_dash
 def test_sigterm_during_the_preflight_is_retryable_too(tmp_path):
     p = launch(tmp_path, ["true"], preflight="sleep 2")
     time.sleep(0.5)

@@ -1,5 +1,10 @@
-"""The fabric-kind table (components/fabric/kinds.py), proved by every attachment end to end: what the Network Operator
-deploys for it, which networks exist, what a pod gets, what the preflight checks, what the policy pack says."""
+"""The fabric-kind table (components/fabric/kinds.py), proved by every row end to end: what the Network Operator
+deploys for it, which networks exist, what a pod gets, what the preflight checks, what the policy pack says.
+
+The table-wide tests read what they expect off the row's columns, never off a kind's name, so a new row passes or
+fails by what its columns say without an edit here. What a kind means to its users (RoCE's GIDs on the host
+network, which attachments take partial-node pods) is pinned by explicit cases below and in the builders' own
+tests (IPoIB or macvlan in test_networks, the SR-IOV link types in test_sriov, EFA's devices in test_fabric)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,13 @@ import pytest
 
 from components.fabric import kinds
 from components.fabric import wiring as fabric
-from components.jobs import training_job
-from components.model.config import JobSpec, PlatformConfig
+from components.jobs.checks import problems
+from components.jobs.component import manifest
+from components.jobs.contract import contract
+from components.jobs.pod import pod_preflight_env
+from components.jobs.resolve import resolve
+from components.model.config import PlatformConfig
+from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import network_operator, networks
 from tests.conftest import stack_platform
@@ -19,62 +29,104 @@ from tools import lint, schemas
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 
 
-def platform_with(kind: str, attachment: str, **fabric_extra) -> PlatformConfig:
+def stack_input(kind: str, attachment: str | None, **fabric_extra) -> dict:
+    """prod-ib's cluster (DGX H100 nodes) on one row of the table, with what the row's columns ask of the stack file."""
+    row = kinds.KINDS[kind]
     p = stack_platform("prod-ib")
-    rails = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400} for i, h in enumerate(DGX)]
-    p["fabric"] = {"kind": kind, "attachment": attachment, "rails": rails, **fabric_extra}
-    if attachment == "hostnetwork":
+    fab: dict = {"kind": kind}
+    if row.rails:
+        fab["rails"] = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400} for i, h in enumerate(DGX)]
+    if row.node_resource is not None:
+        fab["efaDevicesPerNode"] = 32
+    if attachment is not None:
+        fab["attachment"] = attachment
+    p["fabric"] = {**fab, **fabric_extra}
+    if attachment is not None and kinds.ATTACHMENTS[attachment].host_network:
         p["fabric"].setdefault("podInterface", "bond0")
-    return PlatformConfig.model_validate(p)
+    if not row.rdma:
+        p["gpu"]["gpuDirect"] = "none"
+    if not row.rails:
+        p["checkpoints"]["nfs"]["rdma"] = False  # NFS over RDMA rides the rails
+    return p
 
 
-ROWS = [(k, a) for k, row in kinds.KINDS.items() for a in row.attachments]
+def platform_with(kind: str, attachment: str | None, **fabric_extra) -> PlatformConfig:
+    return PlatformConfig.model_validate(stack_input(kind, attachment, **fabric_extra))
+
+
+# Every kind with each of its attachments, and a kind that takes none on its own.
+ROWS = [(k, a) for k, row in kinds.KINDS.items() for a in (row.attachments or (None,))]
+IDS = [f"{k}-{a}" if a else k for k, a in ROWS]
 
 
 def job(fw: str = "pytorch", **extra) -> JobSpec:
     return JobSpec.model_validate({"name": "run", "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "framework": fw, "nodes": 4, **extra})
 
 
-@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)
 def test_network_operator_deploys_what_the_attachment_needs(kind, attachment):
-    """The device plugin of the row, and Multus, CNI plugins and NV-IPAM (with pools and attachments) only where
-    pods get a network per rail (both optional in the NicClusterPolicy: Mellanox/network-operator@v26.4.1
-    api/v1alpha1/nicclusterpolicy_types.go)."""
+    """The device plugin of the row, the SR-IOV operator where it makes the VFs, and Multus, CNI plugins and
+    NV-IPAM (with pools and attachments) only where pods get a network per rail (both optional in the
+    NicClusterPolicy: Mellanox/network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go). Kinds without
+    rails get no Network Operator."""
     p = platform_with(kind, attachment)
+    assert p.network_operator_enabled == kinds.KINDS[kind].rails
+    if attachment is None:
+        return
     row = kinds.ATTACHMENTS[attachment]
     spec = network_operator.nic_cluster_policy(p)["spec"]
     plugin = {"rdma-shared": "rdmaSharedDevicePlugin", "hostdevice": "sriovDevicePlugin", "sriov": None}
     for name in ("rdmaSharedDevicePlugin", "sriovDevicePlugin"):
         assert (name in spec) == (plugin[row.device_plugin] == name)
+    assert ("sriovNetworkOperator" in network_operator.values(p)) == row.sriov_operator
     assert ("secondaryNetwork" in spec) == ("nvIpam" in spec) == row.secondary_network
     assert bool(network_operator.ip_pools(p)) == row.secondary_network
-    if attachment in ("shared", "hostdevice"):
-        assert len(networks.attachments(p)) == len(DGX) * len(p.training_namespaces)
+    # fastpath writes the NetworkAttachmentDefinitions of every secondary network but the SR-IOV operator's, and
+    # the Network Operator deploys the CNI they name when it is not one of the standard plugins.
+    cni = networks.cni(p.fabric)
+    assert (cni is not None) == (row.secondary_network and not row.sriov_operator)
+    assert ("ipoib" in spec.get("secondaryNetwork", {})) == (cni == "ipoib")
+    if cni is not None:
+        nads = networks.attachments(p)
+        assert len(nads) == len(DGX) * len(p.training_namespaces)
+        assert {json.loads(n["spec"]["config"])["type"] for n in nads} == {cni}
     if row.device_plugin == "rdma-shared":
         config = json.loads(spec["rdmaSharedDevicePlugin"]["config"])["configList"]
-        assert [c["selectors"]["ifNames"] for c in config] == [[f"ibp{i}s0"] for i in range(len(DGX))]
+        assert [c["selectors"]["ifNames"] for c in config] == [[r.interface] for r in p.fabric.rails]
 
 
-@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)
 def test_pod_wiring_per_attachment(kind, attachment):
     p = platform_with(kind, attachment)
-    row = kinds.ATTACHMENTS[attachment]
-    r = training_job.resolve(job(), make_profile(p))
-    m = training_job.manifest(r)
+    row = kinds.KINDS[kind]
+    att = kinds.ATTACHMENTS[attachment] if attachment is not None else None
+    secondary = att is not None and att.secondary_network
+    host = att is not None and att.host_network
+    r = resolve(job(), make_profile(p))
+    m = manifest(r)
     assert schemas.validate(m) == []
     pod = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     annotations = pod["metadata"].get("annotations", {})
-    assert (fabric.NETWORKS_ANNOTATION in annotations) == row.secondary_network
-    # Every rail's device, whatever the attachment: that is what /dev/infiniband holds for NCCL.
-    assert {k for k in container["resources"]["limits"] if "/" in k and k != "nvidia.com/gpu"} == {f"{row.resource_prefix}/{row.resource_stem}_rail{i}" for i in range(len(DGX))}
-    assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
-    assert env["NCCL_NET"] == "IB"
-    # Host HCA names are listed exactly where the pod sees them; VFs get names of their own.
-    assert env["NCCL_IB_HCA"] == ("mlx5" if not row.host_hca_names else "=" + ",".join(DGX))
-    assert (pod["spec"].get("hostNetwork") is True) == row.host_network
-    if row.host_network:
+    assert (fabric.NETWORKS_ANNOTATION in annotations) == secondary
+    # Every rail's device, whatever the attachment: that is what /dev/infiniband holds for NCCL; and the node's
+    # fabric devices that are not rails, its share of them.
+    rail_devices = {f"{att.resource_prefix}/{att.resource_stem}_rail{i}" for i in range(len(p.fabric.rails))} if att else set()
+    node_devices = {row.node_resource} if row.node_resource is not None else set()
+    assert {k for k in container["resources"]["limits"] if "/" in k and k != "nvidia.com/gpu"} == rail_devices | node_devices
+    assert container.get("securityContext", {}).get("capabilities", {}).get("add") == (["IPC_LOCK"] if row.rdma else None)
+    assert env.get("NCCL_NET") == row.nccl_net
+    if row.ib_env:
+        # Host HCA names are listed exactly where the pod sees them; VFs get names of their own.
+        assert att is not None
+        assert env["NCCL_IB_HCA"] == ("mlx5" if not att.host_hca_names else "=" + ",".join(DGX))
+    else:
+        assert "NCCL_IB_HCA" not in env
+    # Where GIDs are addresses, NCCL picks them from the rails' subnets (no fabric.gidIndex here).
+    assert ("NCCL_IB_ADDR_RANGE" in env) == row.gid_from_address
+    assert (pod["spec"].get("hostNetwork") is True) == host
+    if host:
         assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
         assert env["NCCL_SOCKET_IFNAME"] == "=bond0" and env["GLOO_SOCKET_IFNAME"] == "bond0"
         assert env["PET_LOCAL_ADDR"] == {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -82,36 +134,40 @@ def test_pod_wiring_per_attachment(kind, attachment):
     else:
         assert "dnsPolicy" not in pod["spec"] and "PET_LOCAL_ADDR" not in env
         assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
-    rail_ifaces = ""
-    if row.secondary_network:
-        rail_ifaces = " ".join(f"net{i + 1}" for i in range(len(DGX)))
-    elif row.host_network and kind == "roce":  # the node's rail netdevs carry the addresses behind the GIDs
-        rail_ifaces = " ".join(f"ibp{i}s0" for i in range(len(DGX)))
-    assert env["PREFLIGHT_INTERFACES"] == rail_ifaces
-    if kind == "roce" and row.host_hca_names:
-        assert env["PREFLIGHT_ROCE_GIDS"] == " ".join(f"{i}:{h}" for i, h in zip(rail_ifaces.split(), DGX, strict=True))
+    # The preflight checks RDMA pods: their devices, and the addresses NCCL uses on the rails (the pod's own
+    # interfaces, or on the host network where GIDs are addresses the node's rail netdevs).
+    assert ("PREFLIGHT_GPUS" in env) == row.rdma
+    if row.rdma:
+        rail_ifaces = []
+        if secondary:
+            rail_ifaces = [f"net{i + 1}" for i in range(len(p.fabric.rails))]
+        elif host and row.gid_from_address:
+            rail_ifaces = [rc.interface for rc in p.fabric.rails]
+        assert env["PREFLIGHT_INTERFACES"] == " ".join(rail_ifaces)
+        hcas = att is not None and att.host_hca_names
+        gids = " ".join(f"{i}:{h}" for i, h in zip(rail_ifaces, DGX, strict=True)) if rail_ifaces else None
+        assert env.get("PREFLIGHT_ROCE_GIDS") == (gids if row.gid_from_address and hcas else None)
+        assert env.get("PREFLIGHT_LINK_LAYER") == (row.link_layer if hcas else None)
     # The contract (the stack output `jobs`, SUMMARY.md) names only networks that exist.
-    assert training_job.contract(r)["networks"] == [rl.network for rl in r.wiring.rails if rl.network]
-    assert None not in training_job.contract(r)["networks"]
-    if row.host_hca_names:
-        assert env["PREFLIGHT_LINK_LAYER"] == kinds.KINDS[kind].link_layer
-    assert r.wiring.transport == kinds.KINDS[kind].transport
+    assert contract(r)["networks"] == [rl.network for rl in r.wiring.rails if rl.network]
+    assert None not in contract(r)["networks"]
+    assert r.wiring.transport == row.transport
 
 
-@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)
 @pytest.mark.parametrize("fw", ["pytorch", "mpi", "tensorflow"])
 def test_every_attachment_lints_clean(kind, attachment, fw):
     """fastpath never renders a job its own policy pack refuses, on any row of the table."""
-    r = training_job.resolve(job(fw), make_profile(platform_with(kind, attachment)))
-    violations = lint.lint([training_job.manifest(r)])
+    r = resolve(job(fw), make_profile(platform_with(kind, attachment)))
+    violations = lint.lint([manifest(r)])
     assert [v for v in violations if v.level == "mandatory"] == [], violations
 
 
 def test_mpi_launcher_follows_its_workers_onto_the_host_network():
     """mpirun pins Open MPI's TCP traffic to fabric.podInterface (a node interface here): the launcher's daemon
     must have that interface too, so it is on the host network of a GPU node."""
-    r = training_job.resolve(job("mpi"), make_profile(platform_with("infiniband", "hostnetwork")))
-    spec = training_job.manifest(r)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    r = resolve(job("mpi"), make_profile(platform_with("infiniband", "hostnetwork")))
+    spec = manifest(r)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert "btl_tcp_if_include" in spec["containers"][0]["command"]
@@ -129,8 +185,37 @@ def test_mpi_launcher_follows_its_workers_onto_the_host_network():
 )
 def test_whole_node_attachments_refuse_partial_node_pods(kind, attachment, fabric_extra, expect):
     prof = make_profile(platform_with(kind, attachment, **fabric_extra))
-    found = dict(training_job.problems(job(gpusPerNode=4), prof))
+    found = dict(problems(job(gpusPerNode=4), prof))
     assert expect in found["gpusPerNode"] and "sriov or shared or rdma-only" in found["gpusPerNode"]
+
+
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)
+def test_partial_node_pods_per_row(kind, attachment):
+    """A row with `whole_node` refuses a pod with part of a node's GPUs, saying why and which attachments of the
+    kind would take it; every other row wires such a pod."""
+    found = dict(problems(job(gpusPerNode=4), make_profile(platform_with(kind, attachment))))
+    att = kinds.ATTACHMENTS[attachment] if attachment is not None else None
+    if att is None or att.whole_node is None:
+        assert "gpusPerNode" not in found
+    else:
+        others = [a for a in kinds.KINDS[kind].attachments if kinds.ATTACHMENTS[a].whole_node is None]
+        assert att.whole_node in found["gpusPerNode"] and " or ".join(others) in found["gpusPerNode"]
+
+
+def test_roce_gids_are_checked_on_the_addresses_nccl_uses():
+    """A RoCE GID is an IPv4 address on the rail's netdev: the preflight finds the pod's own (net1..) in the HCA's
+    GID table, or on the host network the node's rail netdevs'. InfiniBand verbs need no address on the rail."""
+
+    def preflight(kind: str, attachment: str) -> dict[str, str]:
+        r = resolve(job(), make_profile(platform_with(kind, attachment)))
+        return {k: v for k, v in pod_preflight_env(r.profile, r.wiring, r.gpus, r.shm_gib).items() if k in ("PREFLIGHT_INTERFACES", "PREFLIGHT_ROCE_GIDS")}
+
+    host = [f"ibp{i}s0" for i in range(len(DGX))]
+    pod = [f"net{i + 1}" for i in range(len(DGX))]
+    assert preflight("roce", "hostnetwork") == {"PREFLIGHT_INTERFACES": " ".join(host), "PREFLIGHT_ROCE_GIDS": " ".join(f"{i}:{h}" for i, h in zip(host, DGX, strict=True))}
+    assert preflight("roce", "shared") == {"PREFLIGHT_INTERFACES": " ".join(pod), "PREFLIGHT_ROCE_GIDS": " ".join(f"{i}:{h}" for i, h in zip(pod, DGX, strict=True))}
+    assert preflight("infiniband", "hostnetwork") == {"PREFLIGHT_INTERFACES": ""}
+    assert preflight("infiniband", "shared") == {"PREFLIGHT_INTERFACES": " ".join(pod)}
 
 
 def test_rdma_only_needs_no_subnet_on_infiniband_but_roce_hostnetwork_does():
@@ -148,20 +233,23 @@ def test_every_kind_and_attachment_is_one_row():
 
     assert set(kinds.KINDS) == set(get_args(kinds.FabricKind))
     assert set(kinds.ATTACHMENTS) == set(get_args(kinds.Attachment))
+    assert all(row.name == name for name, row in [*kinds.KINDS.items(), *kinds.ATTACHMENTS.items()])
     assert {r.transport for r in kinds.KINDS.values()} <= set(kinds.TRANSPORTS)
     for row in kinds.KINDS.values():
         assert row.rails == bool(row.attachments)
+        # Where GIDs are addresses a pod needs one on the rail: a network of its own or the host's.
+        if row.gid_from_address:
+            assert all(kinds.ATTACHMENTS[a].secondary_network or kinds.ATTACHMENTS[a].host_network for a in row.attachments)
 
 
-@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=[f"{k}-{a}" for k, a in ROWS])
+@pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)
 def test_every_row_renders_through_the_program(kind, attachment):
     """The whole program under the mocks (the stack outputs, the SUMMARY tables), not only the builders: a row
     whose rails have no network or no subnet must still render."""
     from tools import render
 
-    p = stack_platform("prod-ib")
-    p["fabric"] = platform_with(kind, attachment).fabric.to_config()
-    p["components"] = {**p.get("components", {}), "networkOperator": True}
+    p = stack_input(kind, attachment)
+    p["components"] = {**p.get("components", {}), "networkOperator": kinds.KINDS[kind].rails}
     jobs = [{"name": f"job-{fw}", "framework": fw, "image": "nvcr.io/nvidia/pytorch:25.10-py3", "command": ["python", "train.py"], "nodes": 2} for fw in ("pytorch", "mpi", "tensorflow")]
     run = render.run_program("prod-ib", extra_config={"fastpath:platform": p, "fastpath:jobs": jobs})
     contracts = run.outputs["jobs"]

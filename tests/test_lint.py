@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policies import rules
+from policies import engine
+from policies.config import ConfigError
 from policies.podspecs import extract
+from policies.rules.fabric import add_ipc_lock
+from policies.shell import shell_words
 from tools import lint
 from tools.manifests import read, read_text
 
@@ -66,8 +69,8 @@ def test_odd_shapes_never_raise(patch):
     obj = yaml.safe_load(PYTORCH)
     obj.update(yaml.load(patch, Loader=yaml.SafeLoader))
     for kind in ("PyTorchJob", "MPIJob", "TFJob", "JobSet", "TrainJob", "TrainingRuntime", "Job", "Pod", "RayJob", "LeaderWorkerSet", "Workflow", "CronJob", "NetworkAttachmentDefinition"):
-        rules.evaluate({**obj, "kind": kind})  # raising here is the bug; the CLI's safety net is not the fix
-        rules.add_ipc_lock({**obj, "kind": kind})
+        engine.evaluate({**obj, "kind": kind})  # raising here is the bug; the CLI's safety net is not the fix
+        add_ipc_lock({**obj, "kind": kind})
 
 
 ODD_KINDS = [
@@ -123,8 +126,8 @@ def test_a_thousand_mutated_manifests_never_raise():
     for i in range(1000):
         obj = _mutations(copy.deepcopy(bases[i % len(bases)]), rng)
         try:
-            rules.evaluate(obj)
-            rules.add_ipc_lock(obj)
+            engine.evaluate(obj)
+            add_ipc_lock(obj)
         except Exception as err:  # pragma: no cover - the message is the report
             pytest.fail(f"mutation {i} of {bases[i % len(bases)].get('kind')}: {type(err).__name__}: {err}\n{obj}")
 
@@ -267,7 +270,7 @@ def test_mixed_rules_advisory_policy_is_configurable():
     ],
 )
 def test_bad_config_is_refused_with_the_fix(config, message):
-    with pytest.raises(rules.ConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         lint.lint([], config)
     assert message in str(err.value)
 
@@ -442,7 +445,7 @@ def test_the_hostnetwork_corpus_manifest_without_its_dns_policy_fails():
 def test_shell_words_split_like_shlex(text, words):
     import shlex
 
-    assert rules.shell_words(text) == words == shlex.split(text)
+    assert shell_words(text) == words == shlex.split(text)
 
 
 def test_shell_words_agree_with_shlex_on_random_scripts():
@@ -458,9 +461,9 @@ def test_shell_words_agree_with_shlex_on_random_scripts():
             expected = shlex.split(text)
         except ValueError:
             with pytest.raises(ValueError):
-                rules.shell_words(text)
+                shell_words(text)
             continue
-        assert rules.shell_words(text) == expected, repr(text)
+        assert shell_words(text) == expected, repr(text)
 
 
 def test_linting_leaves_the_objects_as_they_were():
@@ -469,15 +472,15 @@ def test_linting_leaves_the_objects_as_they_were():
     before = copy.deepcopy(objects)
     lint.lint(objects)
     for obj in objects:
-        rules.add_ipc_lock(obj)
+        add_ipc_lock(obj)
     assert objects == before
 
 
 def test_engine_floats_are_normalized_but_plain_objects_are_shared():
     plain = {"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
-    assert rules.normalize(plain) is plain
+    assert engine.normalize(plain) is plain
     floats = {"kind": "Pod", "spec": {"replicas": 2.0, "ratio": 0.5, "items": (1.0, "a")}}
-    assert rules.normalize(floats) == {"kind": "Pod", "spec": {"replicas": 2, "ratio": 0.5, "items": [1, "a"]}}
+    assert engine.normalize(floats) == {"kind": "Pod", "spec": {"replicas": 2, "ratio": 0.5, "items": [1, "a"]}}
     assert floats["spec"]["replicas"] == 2.0 and isinstance(floats["spec"]["replicas"], float)
 
 
@@ -510,7 +513,7 @@ def test_the_corpus_trainjob_is_readmes():
 
 def test_readmes_trainjob_with_the_published_runtime_lints_clean_and_gets_the_fabric_wiring():
     """Linted with rendered/prod-v2 (its ClusterTrainingRuntimes), README's TrainJob is judged by the pods
-    kubeflow/trainer@v2.3.0 makes from it and fastpath-torch (components/jobs/trainer_v2_runtime.py effective_pod), and
+    kubeflow/trainer@v2.3.0 makes from it and fastpath-torch (components/jobs/runtime_v2/controller.py effective_pod), and
     nothing is wrong with them: every rail's RDMA device, IPC_LOCK, NCCL_NET, a memory-backed /dev/shm inside the
     memory limit, the preflight, the GPU toleration and selector, one Volcano gang of four."""
     violations, problems = lint.lint_loaded(read([README_JOB, PROD_V2]))
@@ -546,7 +549,7 @@ def _gpus(n: int, **more) -> dict:
 
 
 # (id, what the TrainJob adds to README's, text of the trainjob-runtime finding, every rule that fires). Each is a
-# way kubeflow/trainer@v2.3.0 lets a TrainJob take the runtime's wiring (../notes/trainer-v2.md a); where an
+# way kubeflow/trainer@v2.3.0 lets a TrainJob take the runtime's wiring (components/jobs/runtime_v2/judge.py); where an
 # existing rule also sees the damage in the merged pod, it fires beside trainjob-runtime, which names the field.
 STRIPS = [
     (

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tools import ncclcheck
+from tools.ncclcheck.bulk import parse_files
+from tools.ncclcheck.cli import main, to_json
+from tools.ncclcheck.judge import EXPECT, judge
+from tools.ncclcheck.parse import MAX_LINE, parse, parse_text, read_lines, strip_prefix
 
 LOGS = Path(__file__).parent / "ncclcheck"
 
@@ -203,8 +206,8 @@ MARK = "fastpath-acceptance: begin 2 nodes"
     ],
 )
 def test_prefixes_before_a_line_are_ignored(prefix):
-    assert ncclcheck.strip_prefix(prefix + MARK) == MARK
-    r = ncclcheck.parse_text(f"{prefix}{CHANNEL}\n{prefix}{ROW}\n")
+    assert strip_prefix(prefix + MARK) == MARK
+    r = parse_text(f"{prefix}{CHANNEL}\n{prefix}{ROW}\n")
     assert (r.channels, r.peak_busbw_gbps, r.peak_message_bytes) == ({"NET/IB/GDRDMA": 1}, 334.89, 8589934592)
 
 
@@ -230,20 +233,20 @@ def test_prefixes_before_a_line_are_ignored(prefix):
     ],
 )
 def test_transport_from_module_names_and_link_layers(lines, transport, detail):
-    r = ncclcheck.parse_text("\n".join(lines))
+    r = parse_text("\n".join(lines))
     assert (r.transport, r.transport_note) == (transport, detail)
 
 
 def test_an_unknown_network_module_fails_an_expected_transport():
-    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0/GDRDMA")
-    ncclcheck.judge(r, "ib", None, None, False)
+    r = parse_text("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX/0/GDRDMA")
+    judge(r, "ib", None, None, False)
     assert r.verdict == "fail"
     assert r.reasons[0].startswith("NCCL used NET/GPUDirectTCPX, a network module ncclcheck does not know, where ib was expected")
 
 
 def test_libfabric_on_another_provider_is_not_efa():
-    r = ncclcheck.parse_text("h:1:2 [0] NCCL INFO NET/OFI Selected Provider is tcp\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0")
-    ncclcheck.judge(r, "efa", None, None, False)
+    r = parse_text("h:1:2 [0] NCCL INFO NET/OFI Selected Provider is tcp\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0")
+    judge(r, "efa", None, None, False)
     assert (r.transport, r.verdict) == ("libfabric/tcp", "fail")
     assert r.reasons == ["aws-ofi-nccl ran on libfabric's tcp provider, not efa: the pod sees no EFA device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"]
 
@@ -269,7 +272,7 @@ def test_section_picks_one_run_while_streaming(tmp_path, prefix):
     """kubectl logs --timestamps / --prefix put their prefix before the marker lines too."""
     path = acceptance_log(tmp_path / "a.log", [(1, "nccltests_old_table"), (2, "below_floor"), (4, "ib_gdr_linerate")], prefix)
     for nodes, peak in [(1, 132.4), (2, 215.82), (4, 372.1)]:
-        report, found = ncclcheck.parse(ncclcheck.read_lines(path), nodes)
+        report, found = parse(read_lines(path), nodes)
         assert found and report.peak_busbw_gbps == peak
 
 
@@ -279,7 +282,7 @@ def test_section_run_again_is_judged_on_its_last_start_and_a_cut_run_on_what_is_
         f"{MARK}\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0\n"  # relaunched
         + acceptance_log(tmp_path / "b.log", [(2, "truncated_during_init")]).read_text()
     )
-    report, found = ncclcheck.parse(ncclcheck.read_lines(path), 2)
+    report, found = parse(read_lines(path), 2)
     assert found and (report.transport, report.init_complete, report.peak_busbw_gbps) == ("ib", 11, None)
 
 
@@ -338,7 +341,7 @@ def test_fuzzed_logs_never_raise(tmp_path, capsys):
     path = tmp_path / "fuzz.log"
     for case, data in enumerate(_mutants(rng, 1000)):
         path.write_bytes(data)
-        rc = ncclcheck.main([str(path), *rng.choice(options)])
+        rc = main([str(path), *rng.choice(options)])
         assert rc in (0, 1), (case, capsys.readouterr().err)
     capsys.readouterr()
 
@@ -354,7 +357,7 @@ def test_streaming_reader_memory_stays_bounded(tmp_path):
         out.write(block)
     assert path.stat().st_size > 4_000_000
     tracemalloc.start()
-    report, _ = ncclcheck.parse(ncclcheck.read_lines(path))
+    report, _ = parse(read_lines(path))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert report.peak_busbw_gbps == 372.1 and report.channels == {"NET/IB/GDRDMA": 1208, "P2P/CUMEM": 302}
@@ -370,7 +373,7 @@ def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
         path = Path(tmp) / "all_reduce_perf.log"
         assert ncclcheck_bench.generate(path, 2) >= 2_000_000
         res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--format", "json", "--expect", "ib", "--ranks", "1000"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-        line_by_line, _ = ncclcheck.parse(ncclcheck.read_lines(path))
+        line_by_line, _ = parse(read_lines(path))
     out = json.loads(res.stdout)
     assert res.returncode == 0 and (out["verdict"], out["transport"], out["gdr"]) == ("pass", "ib", True)
     assert (out["nranks"], out["init_complete"], out["nccl_version"]) == (1000, 1000, "2.27.7")
@@ -378,7 +381,26 @@ def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
     assert out["channels"] == {"NET/IB/GDRDMA": 125 * 16 * 2 + 1000 * 16, "P2P/CUMEM": 125 * 7 * 16}
     assert (out["peak_busbw_gbps"], out["peak_message_bytes"]) == (370.65, 4294967296)
     assert (out["networks"], out["link_layers"]) == (["IB"], ["IB"])
-    assert ncclcheck.to_json(ncclcheck.judge(line_by_line, "ib", None, 1000, False)) == out
+    assert to_json(judge(line_by_line, "ib", None, 1000, False)) == out
+
+
+def test_generated_acceptance_series_passes_section_by_section_as_line_by_line():
+    """tools/ncclcheck_bench.py's other log shape, many runs in one log as the acceptance series writes them (a run on
+    1, 2, ... nodes, each between its marker lines; components/jobs/acceptance.py series_script): the block reader
+    reports what the line reader does, by section and for the whole log, and the largest run passes the check
+    acceptance gives it."""
+    from tools import ncclcheck_bench
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nccl-acceptance.log"
+        _, counts = ncclcheck_bench.generate_series(path, 1)
+        assert counts == list(range(1, len(counts) + 1)) and len(counts) >= 5
+        for section in (None, 1, counts[-1]):
+            report, found = parse_files([path], section)
+            assert found and asdict(report) == asdict(parse(read_lines(path), section)[0]), section
+        report, _ = parse_files([path], counts[-1])
+        judge(report, "ib", 300, counts[-1] * 8, False, 368, "eth0")
+        assert (report.verdict, report.reasons, report.init_complete) == ("pass", [], counts[-1] * 8)
 
 
 def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
@@ -390,7 +412,7 @@ def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
         b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via PQP/x\n",
         b"h:1:2 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n",
         b"a\x1cNCCL INFO rank 1 nranks 9 - Init COMPLETE\n",
-        b"x" * (ncclcheck.MAX_LINE + 5) + b" via NET/IB/0\n",
+        b"x" * (MAX_LINE + 5) + b" via NET/IB/0\n",
         b"h:1:2 [0] NCCL INFO Bootstrap: Using bond1:10.0.0.9<0>\n",
         b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth1:10.0.0.9<0>\n",
         b"h:1:2 [0] NCCL INFO Bootstrap : Using [0]ib1:10.0.0.9<0> [1]eth0:10.1.0.9<0>; OOB eth2:1.2.3.4<5>\n",
@@ -421,7 +443,7 @@ def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
 
 
 def test_block_reader_gives_the_line_readers_report(tmp_path):
-    """`main` reads blocks and judges each distinct line shape once (Parser.feed_block); the report must be the one
+    """`main` reads blocks and judges each distinct line shape once (BlockParser.feed_block, bulk.py); the report must be the one
     of feeding every line in turn, whatever the log holds and wherever the blocks end: every fixture, and 300
     mutants of them, read with chunks of 1 to 300 bytes (a line cut at every place) and of 1 MiB, whole and by
     section."""
@@ -431,19 +453,19 @@ def test_block_reader_gives_the_line_readers_report(tmp_path):
     for case, data in enumerate(logs):
         path.write_bytes(data)
         for section in (None, 2):
-            want = asdict(ncclcheck.parse(ncclcheck.read_lines(path), section)[0])
+            want = asdict(parse(read_lines(path), section)[0])
             for chunk in (rng.randrange(1, 300), 1 << 20):
-                assert asdict(ncclcheck.parse_files([path], section, chunk)[0]) == want, (case, section, chunk)
+                assert asdict(parse_files([path], section, chunk)[0]) == want, (case, section, chunk)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144])
 def test_a_line_split_across_blocks_is_read_whole(tmp_path, chunk):
     path = tmp_path / "a.log"
     path.write_text(f"{CHANNEL}\r\n{ROW}\n{MARK}\n2024-05-01T12:00:00.123Z {CHANNEL}\nh:1:2 [0] NCCL INFO comm 0xa1 rank 3 nranks 4 cudaDev 0 busId 18000 - Init COMPLETE")
-    report, _ = ncclcheck.parse_files([path], chunk_size=chunk)
+    report, _ = parse_files([path], chunk_size=chunk)
     assert (report.channels, report.peak_busbw_gbps, report.peak_message_bytes) == ({"NET/IB/GDRDMA": 2}, 334.89, 8589934592)
     assert (report.nranks, report.init_complete, report.net_channels) == (4, 1, 2)
-    report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
+    report, found = parse_files([path], section=2, chunk_size=chunk)
     assert found and report.channels == {"NET/IB/GDRDMA": 1} and report.peak_busbw_gbps is None
 
 
@@ -454,7 +476,7 @@ def test_block_reader_memory_stays_bounded(tmp_path):
     with path.open("w") as out:
         out.write(block * 150 + "x" * 3_000_000 + "\n" + block)
     tracemalloc.start()
-    report, _ = ncclcheck.parse_files([path], chunk_size=1 << 16)
+    report, _ = parse_files([path], chunk_size=1 << 16)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert report.peak_busbw_gbps == 372.1 and report.channels == {"NET/IB/GDRDMA": 1208, "P2P/CUMEM": 302}
@@ -465,7 +487,7 @@ def test_block_reader_memory_stays_bounded(tmp_path):
 def test_a_run_ended_on_the_line_after_its_start_is_empty_in_blocks_too(tmp_path, chunk):
     path = tmp_path / "a.log"
     path.write_text(f"{MARK}\nfastpath-acceptance: end 2 nodes\n{CHANNEL}\n")
-    report, found = ncclcheck.parse_files([path], section=2, chunk_size=chunk)
+    report, found = parse_files([path], section=2, chunk_size=chunk)
     assert found and (report.channels, report.nccl_lines) == ({}, 0)
 
 
@@ -483,13 +505,13 @@ EXPECTS = [
 def test_expect_rows_cover_every_transport_of_the_kinds_table():
     from components.fabric.kinds import TRANSPORTS
 
-    assert ncclcheck.EXPECT == (*TRANSPORTS, "local")
-    assert [row[0] for row in EXPECTS] == list(ncclcheck.EXPECT)
+    assert EXPECT == (*TRANSPORTS, "local")
+    assert [row[0] for row in EXPECTS] == list(EXPECT)
 
 
 @pytest.mark.parametrize(("expect", "log", "verdict", "reason"), EXPECTS, ids=[row[0] for row in EXPECTS])
 def test_expect_accepts_each_transport(capsys, expect, log, verdict, reason):
-    rc = ncclcheck.main([str(LOGS / f"{log}.log"), "--expect", expect, "--format", "json"])
+    rc = main([str(LOGS / f"{log}.log"), "--expect", expect, "--format", "json"])
     out = json.loads(capsys.readouterr().out)
     assert (rc, out["verdict"]) == (0 if verdict == "pass" else 1, verdict)
     assert (out["reasons"] == []) if reason is None else reason in out["reasons"][0]
@@ -497,7 +519,7 @@ def test_expect_accepts_each_transport(capsys, expect, log, verdict, reason):
 
 def test_expect_refuses_a_transport_no_kind_names(capsys):
     with pytest.raises(SystemExit) as exc:
-        ncclcheck.main([str(LOGS / "roce.log"), "--expect", "infiniband"])
+        main([str(LOGS / "roce.log"), "--expect", "infiniband"])
     assert exc.value.code == 2 and "invalid choice: 'infiniband'" in capsys.readouterr().err
 
 
@@ -555,7 +577,7 @@ def test_bootstrap_interface(tmp_path, capsys, log, interface, verdict, reason):
         path.write_text("\n".join(log) + "\n")
     else:
         path = LOGS / f"{log}.log"
-    rc = ncclcheck.main([str(path), "--bootstrap", interface, "--format", "json"])
+    rc = main([str(path), "--bootstrap", interface, "--format", "json"])
     out = json.loads(capsys.readouterr().out)
     assert (rc, out["verdict"]) == (0 if verdict == "pass" else 1, verdict), out["reasons"]
     if reason is None:
@@ -563,13 +585,13 @@ def test_bootstrap_interface(tmp_path, capsys, log, interface, verdict, reason):
     else:
         assert any(reason in r for r in out["reasons"]), out["reasons"]
     # the same interfaces read line by line and in blocks, wherever the blocks end
-    want = ncclcheck.parse(ncclcheck.read_lines(path))[0].bootstrap_interfaces
+    want = parse(read_lines(path))[0].bootstrap_interfaces
     for chunk in (7, 1 << 18):
-        assert ncclcheck.parse_files([path], chunk_size=chunk)[0].bootstrap_interfaces == want
+        assert parse_files([path], chunk_size=chunk)[0].bootstrap_interfaces == want
 
 
 def test_bootstrap_is_read_only_when_asked():
     """Reading the interfaces costs a regex pass over the log, so the CLI reads them only under --bootstrap."""
     path = LOGS / "ib_gdr_linerate.log"
-    assert ncclcheck.parse_files([path], bootstrap=False)[0].bootstrap_interfaces == []
-    assert ncclcheck.parse_files([path])[0].bootstrap_interfaces == ["eth0"]
+    assert parse_files([path], bootstrap=False)[0].bootstrap_interfaces == []
+    assert parse_files([path])[0].bootstrap_interfaces == ["eth0"]

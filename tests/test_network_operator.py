@@ -8,8 +8,8 @@ import yaml
 
 from components.fabric import wiring as fabric
 from components.platform import network_operator
-from tests.conftest import SHARED
 from tests.helpers import DEDICATED, cfg
+from tools import upstream
 
 
 @pytest.mark.parametrize(
@@ -54,12 +54,11 @@ def test_one_nfd_and_no_node_feature_rule_without_its_crd(gpu_operator_on, nfd):
     assert network_operator.values(cfg("prod-ib", components__gpuOperator=gpu_operator_on))["nfd"] == nfd
 
 
-@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
 def test_gpu_operator_nfd_labels_mellanox_nics():
     """The fact the NodeFeatureRule decision rests on, read from gpu-operator@v26.7.0's values.yaml: NFD's PCI
     source labels `pci-<vendor>.present` for network classes, so ConnectX NICs (vendor 15b3, class 0200 Ethernet
     or 0207 InfiniBand) get `feature.node.kubernetes.io/pci-15b3.present`."""
-    pci = yaml.safe_load((SHARED / "values" / "gpu-operator.values.yaml").read_text())["node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
+    pci = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
     assert {"0200", "0207"} <= set(pci["deviceClassWhitelist"]) and pci["deviceLabelFields"] == ["vendor"]
 
 
@@ -98,7 +97,6 @@ def test_ip_pools_leave_room_for_replacement_nodes(stack, changes, block):
     assert pools[0]["spec"]["nodeSelector"] == {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [p.gpu.product]}]}]}
 
 
-@pytest.mark.skipif(not (SHARED / "crds").is_dir(), reason="shared/upstream/crds not beside checkout")
 def test_ip_pools_wait_for_a_ready_nic_cluster_policy():
     """The IPPool CRD is created by the operator when it reconciles `spec.nvIpam`
     (network-operator@v26.4.1:manifests/state-nv-ipam-cni/), so the pools wait until the NicClusterPolicy
@@ -107,7 +105,7 @@ def test_ip_pools_wait_for_a_ready_nic_cluster_policy():
     `pulumi.com/timeoutSeconds` (`TimeoutDuration`, an integer string) long enough for the DOCA driver build.
     `ready` is a value of the CRD's status.state (network-operator@v26.4.1:api/v1alpha1/nicclusterpolicy_types.go
     `StateReady = "ready"`)."""
-    crd = yaml.safe_load((SHARED / "crds" / "mellanox.com_NicClusterPolicy.yaml").read_text())
+    crd = yaml.safe_load(upstream.path("crds/mellanox.com_NicClusterPolicy.yaml").read_text())
     status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert "ready" in status["state"]["enum"]
     for changes, timeout in (({"gpu__hostMofed": False}, "3600"), ({}, "900")):

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from policies import rules
+from components.fabric import kinds
+from policies import engine
+from policies.rules import AREAS
+from policies.rules.fabric import add_ipc_lock
 from tests.conftest import ROOT, STACKS
 from tools import lint
 
@@ -31,17 +34,17 @@ def test_fixture_flags_exactly_its_rule(path):
         assert found == {rule_id}, f"{case_id(path)} should fail {rule_id} only, got {found}"
 
 
-@pytest.mark.parametrize("rule", rules.RULES, ids=[r.id for r in rules.RULES])
+@pytest.mark.parametrize("rule", engine.RULES, ids=[r.id for r in engine.RULES])
 def test_every_rule_has_metadata_and_both_kinds_of_fixture(rule):
     assert rule.id and rule.title and rule.description
-    assert rule.level in (rules.MANDATORY, rules.ADVISORY)
+    assert rule.level in (engine.MANDATORY, engine.ADVISORY)
     for kind in ("pass", "fail"):
         assert list((FIXTURES / rule.id / kind).glob("*.yaml")), f"{rule.id} has no {kind} fixture"
 
 
 def test_rule_ids_are_unique_and_fixture_folders_name_real_rules():
-    assert len(rules.BY_ID) == len(rules.RULES)
-    assert {p.name for p in FIXTURES.iterdir() if p.is_dir()} == set(rules.BY_ID)
+    assert len(engine.BY_ID) == len(engine.RULES)
+    assert {p.name for p in FIXTURES.iterdir() if p.is_dir()} == set(engine.BY_ID)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -89,10 +92,10 @@ def test_deprecated_and_unknown_nccl_names_are_advisory_removed_are_mandatory():
 
 def test_ipc_lock_remediation_is_additive():
     (obj,) = [o for _, o in lint.load([FIXTURES / "rdma-ipc-lock" / "fail" / "no-ipc-lock.yaml"])]
-    fixed = rules.add_ipc_lock(obj)
+    fixed = add_ipc_lock(obj)
     assert fixed["spec"]["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert lint.lint([fixed]) == []
-    assert rules.add_ipc_lock(fixed) is None
+    assert add_ipc_lock(fixed) is None
 
 
 def _load(rule_id: str, kind: str, name: str) -> dict:
@@ -193,7 +196,7 @@ def test_shm_at_the_runtime_default_is_mandatory_above_it_advisory(size, rule):
     job["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = size
     violations = lint.lint([job])
     assert {v.rule for v in violations} == ({rule} if rule else set())
-    assert all(v.level == rules.BY_ID[v.rule].level for v in violations)
+    assert all(v.level == engine.BY_ID[v.rule].level for v in violations)
 
 
 def test_launcher_placement_matches_tolerations_like_the_scheduler():
@@ -276,19 +279,60 @@ def test_hostnetwork_dns_judges_the_mpi_launcher_of_a_gpu_job():
 
 
 def test_every_rule_says_how_to_fix_it_and_only_declared_remediations_run():
-    for rule in rules.RULES:
+    for rule in engine.RULES:
         assert rule.remediation and not rule.remediation.endswith("."), rule.id
-    assert [r.id for r in rules.RULES if r.remediate is not None] == ["rdma-ipc-lock"]
-    assert rules.BY_ID["hostnetwork-dns"].remediation == "set dnsPolicy: ClusterFirstWithHostNet"
-    assert rules.BY_ID["hostnetwork-dns"].level == rules.MANDATORY
+    assert [r.id for r in engine.RULES if r.remediate is not None] == ["rdma-ipc-lock"]
+    assert engine.BY_ID["hostnetwork-dns"].remediation == "set dnsPolicy: ClusterFirstWithHostNet"
+    assert engine.BY_ID["hostnetwork-dns"].level == engine.MANDATORY
 
 
 def test_a_rule_id_cannot_be_registered_twice():
     with pytest.raises(ValueError, match="registered twice"):
-        rules.rule("image-pinned", "again", level=rules.MANDATORY, description="x", remediation="x")(lambda ctx: ())
+        engine.rule("image-pinned", "again", level=engine.MANDATORY, description="x", remediation="x")(lambda ctx: ())
 
 
-def _unfiltered(rule: rules.Rule) -> rules.Rule:
+def test_every_module_of_policies_rules_is_an_area_that_registers_rules():
+    """policies/rules/__init__.py imports the modules AREAS names: one it does not name would register nothing, and
+    its rules would be missing from the linter, the pack and the README without a word. Each module's docstring
+    reads `Area: what its rules keep true`, which the README's section for it is made of."""
+    modules = {p.stem for p in (ROOT / "policies" / "rules").glob("*.py") if p.stem != "__init__"}
+    assert set(AREAS) == modules, f"name every module of policies/rules/ in AREAS (policies/rules/__init__.py): {sorted(modules ^ set(AREAS))}"
+    assert {r.area for r in engine.RULES} == modules, "an area module registers no rule"
+    for area in AREAS:
+        doc = sys.modules[f"policies.rules.{area}"].__doc__ or ""
+        assert ":" in doc.split(".")[0], f"policies/rules/{area}.py: the docstring starts `Area: ...`"
+
+
+def test_the_catalogue_is_ordered_area_by_area():
+    """The README, the linter's output and the CrossGuard pack list the rules in one deliberate order: the areas as
+    AREAS lists them, and an area's rules in the order its module defines them."""
+    areas = [r.area for r in engine.RULES]
+    assert areas == sorted(areas, key=AREAS.index)
+    for area in AREAS:
+        mine = [r for r in engine.RULES if r.area == area]
+        assert all(r.check.__module__ == f"policies.rules.{area}" for r in mine)
+        assert mine == sorted(mine, key=lambda r: r.check.__code__.co_firstlineno)
+
+
+RDMA_DEVICES = sorted({f"{kinds.ATTACHMENTS[a].resource_prefix}/{kinds.ATTACHMENTS[a].resource_stem}_rail0" for k in kinds.KINDS.values() if k.rdma for a in k.attachments} | {kinds.EFA_RESOURCE})
+
+
+@pytest.mark.parametrize("device", RDMA_DEVICES)
+def test_a_pod_with_the_device_of_any_rdma_row_is_an_rdma_pod(device):
+    """The pack's idea of an RDMA pod reads the fabric-kind table: a pod holding the rail device of any attachment
+    of a kind that carries RDMA (or EFA's) must name its NCCL network and may pin memory."""
+    container = {
+        "name": "train",
+        "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+        "resources": {"limits": {"nvidia.com/gpu": 8, "memory": "512Gi", device: 1}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    spec = {"containers": [container], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "training"}, "spec": spec}
+    assert {"nccl-net-set", "rdma-ipc-lock"} <= _rules(pod)
+
+
+def _unfiltered(rule: engine.Rule) -> engine.Rule:
     return dataclasses.replace(rule, kinds=None, pods=False)
 
 
@@ -302,9 +346,9 @@ def test_skipping_rules_by_kind_and_by_absent_pods_changes_no_verdict():
     from tools.manifests import read
 
     objects = [o for _, o in lint.load(CASES)] + [o for _, _, o in read([Path(__file__).parent / "lint_corpus"]).objects]
-    every = rules.plan(None, [_unfiltered(r) for r in rules.RULES])
-    filtered = rules.plan(None)
+    every = engine.plan(None, [_unfiltered(r) for r in engine.RULES])
+    filtered = engine.plan(None)
     rng = random.Random(7)
     for i in range(len(objects) * 10):
         obj = objects[i] if i < len(objects) else _mutations(copy.deepcopy(objects[i % len(objects)]), rng)
-        assert rules.evaluate(obj, checks=filtered) == rules.evaluate(obj, checks=every), obj
+        assert engine.evaluate(obj, checks=filtered) == engine.evaluate(obj, checks=every), obj

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.posix_sh import DASH, needs_dash
+
+pytestmark = needs_dash  # every test runs the script
 SCRIPT = Path(__file__).resolve().parents[1] / "components" / "jobs" / "preflight.sh"
 GOOD_ENV = {"PREFLIGHT_GPUS": "8", "PREFLIGHT_RDMA_DEVICES": "2", "PREFLIGHT_HCAS": "mlx5_0 mlx5_10", "PREFLIGHT_INTERFACES": "net1 net2", "PREFLIGHT_SHM_BYTES": str(64 * 2**30)}
 
@@ -53,7 +56,7 @@ def tree(root: Path, gpus=8, verbs=2, hcas=("mlx5_0", "mlx5_10"), ifaces=None, a
 
 
 def run(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", str(SCRIPT)], env={**GOOD_ENV, **env}, capture_output=True, text=True, timeout=30)
+    return subprocess.run([DASH, str(SCRIPT)], env={**GOOD_ENV, **env}, capture_output=True, text=True, timeout=30)
 
 
 def test_healthy_pod_passes(tmp_path):
@@ -127,8 +130,8 @@ def test_addresses_read_without_iproute2(tmp_path):
     bin_dir = tmp_path / "onlyawk"
     bin_dir.mkdir()
     for tool in ("sh", "awk", "cat", "grep", "sort", "tr", "tail"):  # coreutils, not iproute2
-        (bin_dir / tool).symlink_to(shutil.which(tool))
-    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
+        (bin_dir / tool).symlink_to(DASH if tool == "sh" else shutil.which(tool))
+    res = subprocess.run([DASH, str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "interface net1 up with 10.100.0.5" in res.stdout
 
@@ -137,8 +140,8 @@ def test_missing_awk_is_told_apart_from_a_bad_node(tmp_path):
     env = tree(tmp_path)
     bin_dir = tmp_path / "noawk"
     bin_dir.mkdir()
-    (bin_dir / "sh").symlink_to(shutil.which("sh"))
-    res = subprocess.run([shutil.which("sh"), str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
+    (bin_dir / "sh").symlink_to(DASH)
+    res = subprocess.run([DASH, str(SCRIPT)], env={**GOOD_ENV, **env, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30)
     assert res.returncode == 1
     assert "awk is not in this image" in res.stdout and "says nothing about the node" in res.stdout
 

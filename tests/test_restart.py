@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.posix_sh import DASH, needs_dash
+
 torch = pytest.importorskip("torch")  # pinned in requirements.txt; skipped only outside `make setup`
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +85,7 @@ def digest(lines: list[str]) -> str:
     return d
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_last_checkpoint_without_repeating_or_losing_steps(tmp_path):
     reference = finish(launch(tmp_path / "uninterrupted"))
     assert steps(reference) == list(range(1, STEPS + 1))
@@ -107,6 +110,7 @@ def test_killed_run_resumes_from_last_checkpoint_without_repeating_or_losing_ste
     assert digest(resumed) == digest(reference)  # same parameters as never being killed
 
 
+@pytest.mark.slow
 def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path):
     ckpt = tmp_path / "job"
     first = launch(ckpt)
@@ -129,8 +133,11 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     """The worker command and env, and the rendezvous store's command and env, exactly as fastpath emits them for
     a 3-node job (plus what the operator adds: tests/operator_v1.pytorch_env), with only what must differ on one
     machine changed: the store's address (127.0.0.1 and a free port), loopback for gloo, and local paths."""
-    from components.jobs import training_job
-    from components.model.config import JobSpec, PlatformConfig
+    from components.jobs.component import manifest
+    from components.jobs.operator_v1 import RDZV_PORT, rendezvous
+    from components.jobs.resolve import RDZV_NO_SHARED_STORE, resolve
+    from components.model.config import PlatformConfig
+    from components.model.job import JobSpec
     from components.model.profile import profile
     from tests import operator_v1
     from tests.conftest import stack_platform
@@ -144,19 +151,21 @@ def pytorch_job_here(tmp_path: Path, shared_store: bool = False) -> tuple[list[s
     )
     cluster = stack_platform("dev")
     cluster["nodes"]["count"] = AGENTS + 1  # a spare for the replacement pod
-    r = training_job.resolve(spec, profile(PlatformConfig.model_validate(cluster)))
-    job = training_job.manifest(r)
+    r = resolve(spec, profile(PlatformConfig.model_validate(cluster)))
+    job = manifest(r)
     (worker,) = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    (store,) = training_job.rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
+    (store,) = rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
     port = free_port()
     env = {e["name"]: e["value"] for e in worker["env"] if "value" in e}
     env.update(operator_v1.pytorch_env(job))
-    assert env["PET_RDZV_ENDPOINT"] == f"restart-rdzv:{training_job.RDZV_PORT}"
+    assert env["PET_RDZV_ENDPOINT"] == f"restart-rdzv:{RDZV_PORT}"
     env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{port}"
     env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", CHECKPOINT_DIR=str(tmp_path / "ckpt"), OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     if shared_store:
-        env.pop(training_job.RDZV_NO_SHARED_STORE)
+        env.pop(RDZV_NO_SHARED_STORE)
     cmd = [str(Path(sys.executable).with_name("torchrun")) if a == "torchrun" else a for a in worker["command"]]
+    assert cmd[:2] == ["sh", "-c"]
+    cmd[0] = DASH  # the entrypoint under a POSIX sh, as an image without bash runs it
     cmd = [str(ROOT / "examples" / "train.py") if a == "/workspace/files/train.py" else a for a in cmd]
     store_env = {e["name"]: e["value"] for e in store["env"]}
     store_env["FASTPATH_RDZV_PORT"] = str(port)
@@ -216,6 +225,7 @@ def run_gang(tmp_path: Path, kill_at_step: int | None, shared_store: bool = Fals
 
 
 @pytest.mark.slow
+@needs_dash
 def test_lost_node_of_a_gang_rejoins_and_resumes_from_checkpoint(tmp_path):
     """The README's claim at any size: one of the job's pods dies mid-run (SIGKILL of its torchrun agent and
     worker), the operator's replacement starts, and the survivors, which never exit, re-rendezvous with it on
@@ -234,6 +244,7 @@ def test_lost_node_of_a_gang_rejoins_and_resumes_from_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+@needs_dash
 def test_replacement_cannot_rejoin_with_torchs_shared_store(tmp_path):
     """Why the pods carry TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: with torch's default (the rank-0 agent's store
     shared with the workers) the replacement waits for a MASTER_ADDR nobody re-publishes and the gang fails

@@ -8,7 +8,7 @@ ends bit-identical to a run that was never killed.
 Upstream behaviour relied on:
 - kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy: the `node` container gets
   PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job completion index), PET_MASTER_ADDR (node 0's pod) and
-  PET_MASTER_PORT=29500, and no rendezvous backend (components.jobs.trainer_v2_runtime.effective_jobset restates it).
+  PET_MASTER_PORT=29500, and no rendezvous backend (components.jobs.runtime_v2.controller.effective_jobset restates it).
 - pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py: with no --rdzv-backend
   torchrun rendezvouses statically (torch/distributed/run.py get_rdzv_endpoint: MASTER_ADDR:MASTER_PORT) on a
   TCPStore that node rank 0's agent hosts and its workers share (use_agent_store); a fixed world, no
@@ -41,8 +41,10 @@ JOBSET_NAME = "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
 def trainjob_and_runtime(rendered) -> tuple[dict, dict]:
     """A two-node prod-v2 TrainJob built as the renderer builds a `fastpath:jobs` entry, and the
     ClusterTrainingRuntime it names as the rendered stack publishes it."""
-    from components.jobs import training_job
-    from components.model.config import JobSpec, PlatformConfig
+    from components.jobs.resolve import resolve
+    from components.jobs.trainjob import job_runtime, train_job
+    from components.model.config import PlatformConfig
+    from components.model.job import JobSpec
     from components.model.profile import profile
     from tests.conftest import stack_platform
 
@@ -52,10 +54,10 @@ def trainjob_and_runtime(rendered) -> tuple[dict, dict]:
         nodes=PODS,
         command=["python", "-u", "/workspace/files/train.py", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY), "--keep", str(KEEP), "--step-seconds", "0.1"],
     )
-    r = training_job.resolve(spec, profile(PlatformConfig.model_validate(stack_platform(V2))))
-    job = training_job.train_job(r)
+    r = resolve(spec, profile(PlatformConfig.model_validate(stack_platform(V2))))
+    job = train_job(r)
     (runtime,) = [o for o in rendered(V2).objects if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == job["spec"]["runtimeRef"]["name"]]
-    assert runtime == training_job.job_runtime(r)
+    assert runtime == job_runtime(r)
     return job, runtime
 
 
@@ -64,7 +66,7 @@ def pods_here(rendered, claim: Path, port: int) -> tuple[list[str], list[dict[st
     only what must differ on one CPU machine changed: node 0's address (127.0.0.1 and a free port, not
     <job>-node-0-0.<job>:29500), one process per pod (no 8 GPUs here), loopback for gloo, local paths (the claim's
     directory for this job where the pod mounts it with subPathExpr)."""
-    from components.jobs.trainer_v2_runtime import NODE, TRAINER_PORT, effective_pod
+    from components.jobs.runtime_v2.controller import NODE, TRAINER_PORT, effective_pod
 
     job, runtime = trainjob_and_runtime(rendered)
     pod = effective_pod(job, runtime)
@@ -141,7 +143,7 @@ def uninterrupted(rendered, tmp_path_factory) -> list[str]:
 
 def jobset_action(rendered, pod: int, exit_code: int) -> tuple[str, js.JobSetStatus]:
     """What JobSet v0.12.0 does when pod `pod` of the `node` Job fails with `exit_code`, by the rendered policy."""
-    from components.jobs.trainer_v2_runtime import NODE, effective_jobset
+    from components.jobs.runtime_v2.controller import NODE, effective_jobset
 
     jobset = effective_jobset(*trainjob_and_runtime(rendered))["jobset"]
     node_job = next(r for r in jobset["replicatedJobs"] if r["name"] == NODE)["template"]["spec"]

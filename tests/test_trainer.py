@@ -1,5 +1,5 @@
 """Kubeflow Trainer v2 on fastpath: the stack choice, the chart pins, the runtimes a cluster publishes and the
-TrainJobs its jobs become, judged by the pod the v2.3.0 controller makes of the two (../notes/trainer-v2.md)."""
+TrainJobs its jobs become, judged by the pod the kubeflow/trainer@v2.3.0 controller makes of the two."""
 
 import json
 import shlex
@@ -10,15 +10,23 @@ import yaml
 
 from components import k8s, versions
 from components.fabric.wiring import NETWORKS_ANNOTATION
-from components.jobs import trainer_v2_runtime, training_job
-from components.jobs.trainer_v2_runtime import effective_jobset, effective_pod, override_problems
+from components.jobs import trainjob
+from components.jobs.component import manifest
+from components.jobs.contract import contract
+from components.jobs.launch import MPI_FAILURE_GRACE, MPI_LAUNCH
+from components.jobs.resolve import resolve
+from components.jobs.runtime_v2 import build
+from components.jobs.runtime_v2.controller import effective_jobset, effective_pod
+from components.jobs.runtime_v2.judge import override_problems
 from components.model import config, stack
-from components.model.config import JobSpec, PlatformConfig
+from components.model.config import PlatformConfig
+from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import trainer
-from tests.conftest import SHARED, stack_platform
+from tests.conftest import stack_platform
 from tests.helpers import DROP, changed
-from tools import schemas
+from tests.posix_sh import DASH, needs_dash
+from tools import schemas, upstream
 
 V2 = "prod-v2"
 MPI_IMAGE = "registry.prod-v2.internal/fastpath/nccl-tests-sshd:25.10-2.28.7"
@@ -128,7 +136,7 @@ def test_no_mpi_runtime_without_its_image():
 
 
 def trainer_values() -> dict:
-    return yaml.safe_load((SHARED / "values" / "kubeflow-trainer.values.yaml").read_text())
+    return yaml.safe_load(upstream.path("values/kubeflow-trainer.values.yaml").read_text())
 
 
 # kubernetes-sigs/jobset@v0.12.0:charts/jobset/values.yaml (the subchart's in-repo defaults; not beside the
@@ -136,7 +144,6 @@ def trainer_values() -> dict:
 JOBSET_IN_REPO_IMAGE = {"repository": "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset", "pullPolicy": "Always", "tag": "main"}
 
 
-@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
 def test_trainer_values_against_the_chart():
     """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/values.yaml: `image.tag: ""` (the chart derives v2.3.0,
     pinned here so it moves only with versions.py); `runtimes.defaultEnabled: false` is the chart's default,
@@ -155,10 +162,9 @@ def test_trainer_values_against_the_chart():
     assert not {"manager", "webhook", "crds", "dataCache"} & set(ours)
 
 
-@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
 def test_chart_version_and_its_jobset_match_the_pins():
     """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/Chart.yaml: version 2.3.0, dependency jobset 0.12.0."""
-    chart = yaml.safe_load((SHARED / "values" / "kubeflow-trainer.Chart.yaml").read_text())
+    chart = yaml.safe_load(upstream.path("values/kubeflow-trainer.Chart.yaml").read_text())
     assert chart["version"] == versions.TRAINER_VERSION and "appVersion" not in chart
     (jobset,) = [d for d in chart["dependencies"] if d["name"] == "jobset"]
     assert f"v{jobset['version']}" == versions.JOBSET_IMAGE_TAG and jobset["condition"] == "jobset.install"
@@ -234,7 +240,7 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     limit, the preflight init container, the checkpoint claim, GPU placement and Volcano; on the host network
     also ClusterFirstWithHostNet and, for torchrun, PET_LOCAL_ADDR."""
     profile = v2_profile(fab)
-    rt = training_job.runtime(profile, fw, "training-critical")
+    rt = trainjob.runtime(profile, fw, "training-critical")
     assert schemas.validate(rt) == []
     assert rt["metadata"]["name"] == f"fastpath-{fw}-critical"
     tj = {
@@ -352,8 +358,8 @@ def test_mpi_job_runs_mpirun_on_the_launcher_and_forwards_the_fabric(rendered):
     wrapper, cmd = tj["spec"]["trainer"]["command"][:4], tj["spec"]["trainer"]["command"][4:]
     # A failed mpirun holds the launcher for MPI_FAILURE_GRACE seconds, so an evicted node's Job fails first (a
     # DisruptionTarget restart spends no budget) rather than the launcher's ordinary failure.
-    assert wrapper == ["sh", "-c", training_job.MPI_LAUNCH, "mpirun"]
-    assert f"sleep {training_job.MPI_FAILURE_GRACE}" in wrapper[2]
+    assert wrapper == ["sh", "-c", MPI_LAUNCH, "mpirun"]
+    assert f"sleep {MPI_FAILURE_GRACE}" in wrapper[2]
     assert cmd[:6] == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "--allow-run-as-root", "-np", "32"]
     for name in ("NCCL_IB_HCA", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG"):
         assert cmd[cmd.index(name) - 1] == "-x"
@@ -376,11 +382,11 @@ def test_contract_in_the_summary_is_the_effective_pod(rendered):
 def test_both_stack_runs_v1_by_default_and_v2_on_request():
     p = platform(jobApi="both", acceptance={"enabled": False})
     profile = prof(p)
-    v1 = training_job.resolve(JobSpec.model_validate(GOOD_JOB), profile)
-    v2 = training_job.resolve(JobSpec.model_validate({**GOOD_JOB, "api": "v2"}), profile)
-    assert training_job.manifest(v1)["kind"] == "PyTorchJob"
-    assert training_job.manifest(v2)["kind"] == "TrainJob"
-    assert training_job.contract(v2)["runtime"] == "fastpath-torch"
+    v1 = resolve(JobSpec.model_validate(GOOD_JOB), profile)
+    v2 = resolve(JobSpec.model_validate({**GOOD_JOB, "api": "v2"}), profile)
+    assert manifest(v1)["kind"] == "PyTorchJob"
+    assert manifest(v2)["kind"] == "TrainJob"
+    assert contract(v2)["runtime"] == "fastpath-torch"
 
 
 def test_runtime_labels_and_names_are_deterministic():
@@ -486,9 +492,10 @@ def test_launcher_waits_for_every_host_in_an_init_container_the_train_job_cannot
 
 
 def _run(script: str, arg: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run(["/bin/sh", "-c", script, arg], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    return subprocess.run([DASH, "-c", script, arg], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
+@needs_dash
 def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_ssh_error(tmp_path):
     """MPI_HOSTS_SCRIPT against a stand-in ssh: the hostfile's launcher line (the mpi plugin lists it, last) is
     skipped, a host that answers passes, one that never does fails the container with the host and ssh's error."""
@@ -501,10 +508,7 @@ def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_
     ssh.write_text('#!/bin/sh\nfor a; do h=$a; case "$a" in true) break;; esac; prev=$h; done\necho "$prev" >> "$LOG"\ncase "$prev" in $DOWN) echo "Connection refused" >&2; exit 255;; esac\n')
     ssh.chmod(0o755)
     script = (
-        trainer_v2_runtime.MPI_HOSTS_SCRIPT.replace("/etc/mpi/hostfile", str(tmp_path / "hostfile"))
-        .replace(trainer_v2_runtime.SSH_KEY_DIR, str(tmp_path / "copy"))
-        .replace("+ 900 ))", "+ 1 ))")
-        .replace("sleep 5", "sleep 1")
+        build.MPI_HOSTS_SCRIPT.replace("/etc/mpi/hostfile", str(tmp_path / "hostfile")).replace(build.SSH_KEY_DIR, str(tmp_path / "copy")).replace("+ 900 ))", "+ 1 ))").replace("sleep 5", "sleep 1")
     )
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FASTPATH_TRAINJOB": "run", "LOG": str(tmp_path / "log"), "DOWN": "nothing"}
     ok = _run(script, str(keys), env, tmp_path)
@@ -516,12 +520,13 @@ def test_host_wait_skips_the_launcher_waits_for_each_host_and_gives_up_with_the_
     assert "run-node-0-1.run took no ssh login on port 2222 within 900s: Connection refused" in down.stderr
 
 
+@needs_dash
 def test_node_without_sshd_fails_fast_with_the_reason(tmp_path):
     """An MPI image without openssh-server: the `node` container exits 3 at once with what is missing, which the
     runtime's rules turn into a failed run (tests/test_trainer_faults.py), not maxRestarts gang restarts. (The
     script also looks in /usr/sbin and /sbin; here only in an empty directory, whatever this machine has.)"""
-    script = trainer_v2_runtime.SSHD.replace('export PATH="$PATH:/usr/sbin:/sbin"', 'export PATH="$PATH"')
-    assert script != trainer_v2_runtime.SSHD
+    script = build.SSHD.replace('export PATH="$PATH:/usr/sbin:/sbin"', 'export PATH="$PATH"')
+    assert script != build.SSHD
     got = _run(script, "/root/.ssh", {"PATH": str(tmp_path)}, tmp_path)
     assert got.returncode == 3
     assert "fastpath: no sshd in this image" in got.stderr and "trainer.mpiImage" in got.stderr
@@ -573,6 +578,7 @@ def test_mpi_pods_run_as_root_with_one_ssh_identity_end_to_end(rendered, job):
     assert shlex.join(["-mca", "plm_rsh_args", options]) in text
 
 
+@needs_dash
 @pytest.mark.parametrize(
     ("signal_it", "sshd_exit", "expect"), [(True, None, 143), (False, 0, 1), (False, 7, 7), (False, "refuses", 3)], ids=["evicted", "sshd-ends-0", "sshd-fails", "sshd-refuses-options"]
 )
@@ -596,14 +602,15 @@ def test_node_container_never_ends_succeeded(tmp_path, signal_it, sshd_exit, exp
         (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
-    script = trainer_v2_runtime.SSHD.replace("/run/", f"{run_dir}/")
-    proc = subprocess.Popen(["/bin/sh", "-c", script, str(keys)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, cwd=tmp_path)
+    script = build.SSHD.replace("/run/", f"{run_dir}/")
+    proc = subprocess.Popen([DASH, "-c", script, str(keys)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, cwd=tmp_path)
     if signal_it:
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == expect
 
 
+@needs_dash
 @pytest.mark.parametrize(
     ("child", "signal_it", "expect"), [("exit 0", False, 0), ("exit 5", False, 5), ("trap 'exit 0' TERM; while :; do sleep 1; done", True, 143)], ids=["ok", "mpirun-fails", "launcher-deleted"]
 )
@@ -614,10 +621,10 @@ def test_launcher_wrapper_passes_mpirun_through_and_stops_it_on_sigterm(tmp_path
     import signal
     import time
 
-    script = training_job.MPI_LAUNCH.replace(f"sleep {training_job.MPI_FAILURE_GRACE}", "sleep 0")
+    script = MPI_LAUNCH.replace(f"sleep {MPI_FAILURE_GRACE}", "sleep 0")
     marker = tmp_path / "stopped"
     body = child.replace("trap 'exit 0' TERM", f"trap 'touch {marker}; exit 0' TERM")
-    proc = subprocess.Popen(["/bin/sh", "-c", script, "mpirun", "/bin/sh", "-c", body], cwd=tmp_path)
+    proc = subprocess.Popen([DASH, "-c", script, "mpirun", "/bin/sh", "-c", body], cwd=tmp_path)
     if signal_it:
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)

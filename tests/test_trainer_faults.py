@@ -7,7 +7,8 @@ backoffLimit or restartPolicy anywhere in pkg/): the runtime decides it, and a T
 
 import pytest
 
-from components.jobs.trainer_v2_runtime import MPI_HOSTS, PREFLIGHT, effective_jobset
+from components.jobs.runtime_v2.build import MPI_HOSTS, PREFLIGHT
+from components.jobs.runtime_v2.controller import effective_jobset
 from tests import jobset_v012 as js
 
 V2 = "prod-v2"

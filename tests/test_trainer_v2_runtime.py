@@ -1,29 +1,22 @@
 """Trainer v2 runtimes and TrainJobs: valid against the upstream CRDs, and the controller's merge reproduced as read
-at kubeflow/trainer@v2.3.0 and kubernetes-sigs/jobset@v0.12.0 (../notes/trainer-v2.md)."""
+at kubeflow/trainer@v2.3.0 and kubernetes-sigs/jobset@v0.12.0."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
 from components.fabric import wiring as fabric
-from components.jobs.trainer_v2_runtime import (
-    NodeShape,
-    cluster_training_runtime,
-    effective_jobset,
-    effective_pod,
-    override_problems,
-    train_job,
-)
+from components.jobs.runtime_v2.build import NodeShape, cluster_training_runtime, train_job
+from components.jobs.runtime_v2.controller import effective_jobset, effective_pod
+from components.jobs.runtime_v2.judge import override_problems
 from components.model.config import FabricConfig
 from tools.schemas import validate
-
-MANIFESTS = Path(__file__).resolve().parents[2] / "shared" / "upstream" / "manifests"
+from tools.upstream import path as upstream_file
 
 
 def upstream(name: str) -> dict:
-    return yaml.safe_load((MANIFESTS / f"kubeflow-trainer_runtime_{name}.yaml").read_text())
+    return yaml.safe_load(upstream_file(f"manifests/kubeflow-trainer_runtime_{name}.yaml").read_text())
 
 
 def rails(n):
@@ -73,7 +66,7 @@ def container(pod: dict, name: str = "node") -> dict:
 @pytest.mark.parametrize("fab", sorted(FABRICS))
 def test_runtime_and_train_job_validate_against_upstream_crds(framework, fab):
     """ClusterTrainingRuntime and TrainJob schemas: kubeflow/trainer@v2.3.0:manifests/base/crds/
-    (../shared/upstream/crds/trainer.kubeflow.org_*.yaml); the derived JobSet against
+    (upstream.lock.yaml crds/trainer.kubeflow.org_*.yaml); the derived JobSet against
     kubernetes-sigs/jobset@v0.12.0:config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml."""
     rt = cluster_training_runtime(f"fastpath-{framework}", framework, shape(fab))
     tj = train_job(
@@ -282,8 +275,8 @@ OVERRIDES = [
 
 @pytest.mark.parametrize("tj, needle, count", [c[1:] for c in OVERRIDES], ids=[c[0] for c in OVERRIDES])
 def test_override_problems_name_what_the_train_job_took(tj, needle, count):
-    """Overrides the v2.3.0 merge lets through (../notes/trainer-v2.md a): per-key resource merge
-    (trainingruntime.go), env upsert by name (pkg/apply/apply.go), runtime patches as a strategic merge patch
+    """Overrides the kubeflow/trainer@v2.3.0 merge lets through: per-key resource merge
+    (pkg/util/trainingruntime/trainingruntime.go), env upsert by name (pkg/apply/apply.go), runtime patches as a strategic merge patch
     (mergeRuntimePatches: tolerations replaced whole, annotations per key, volumes by name with retainKeys)."""
     rt = cluster_training_runtime("fastpath-torch", "torch", shape())
     found = override_problems(tj, rt)

@@ -5,13 +5,19 @@ import json
 import pytest
 
 from components.fabric import wiring as fabric
-from components.jobs import training_job
+from components.jobs.component import manifest
+from components.jobs.contract import contract
+from components.jobs.launch import LAUNCH, LAUNCHER, torchrun_command
+from components.jobs.operator_v1 import rendezvous
+from components.jobs.pod import pod_template
+from components.jobs.resolve import ROLE_LABEL, resolve
 from components.model import config, stack
-from components.model.config import JobSpec, PlatformConfig
+from components.model.config import PlatformConfig
+from components.model.job import JobSpec
 from components.model.profile import Profile
 from components.model.profile import profile as make_profile
-from tests.conftest import SHARED, stack_platform
-from tools import schemas
+from tests.conftest import stack_platform
+from tools import schemas, upstream
 
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 FABRICS = {
@@ -65,9 +71,9 @@ def gpu_templates(m: dict) -> list[tuple[str, dict, dict]]:
 @pytest.mark.parametrize(("fab", "fw", "size"), MATRIX, ids=[f"{f}-{fw}-{s}" for f, fw, s in MATRIX])
 def test_job_pod_wiring(fab, fw, size):
     prof = profile_for(fab)
-    r = training_job.resolve(job(fw, size), prof)
-    m = training_job.manifest(r)
-    assert training_job.contract(r)["kind"] == m["kind"]  # the contract names the kind it does not rebuild
+    r = resolve(job(fw, size), prof)
+    m = manifest(r)
+    assert contract(r)["kind"] == m["kind"]  # the contract names the kind it does not rebuild
     wiring = fabric.pod_wiring(prof.fabric, "training", 8, 8)
     expected_env = [{"name": k, "value": v} for k, v in wiring.env.items()]
     # pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/dynamic_rendezvous.py reads it (shared store
@@ -114,7 +120,7 @@ def test_job_pod_wiring(fab, fw, size):
     assert policy["schedulingPolicy"] == {"minAvailable": (4 if size == "fixed" else 2) + launcher, "queue": "research", "priorityClass": "training-standard"}
     total = sum(s["replicas"] for _, s, _ in gpu_templates(m))
     assert total == (4 if size == "fixed" else 6)
-    if (SHARED / "crds").is_dir():
+    if upstream.available("crds"):
         assert schemas.validate(m) == []
 
 
@@ -125,8 +131,8 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     (pytorch/pytorch@v2.13.0:torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store:
     `is_host` overrides the hostname match, `read_timeout` defaults to 60 s, too short for a store pod still
     pulling its image; dynamic_rendezvous.py: `join_timeout`)."""
-    r = training_job.resolve(job("pytorch", size), profile_for("ib-sriov"))
-    m = training_job.manifest(r)
+    r = resolve(job("pytorch", size), profile_for("ib-sriov"))
+    m = manifest(r)
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
     lo, hi = (4, 4) if size == "fixed" else (2, 6)
     assert m["spec"]["elasticPolicy"] == {
@@ -141,8 +147,8 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     }
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["command"] == ["sh", "-c", training_job.LAUNCH, "fastpath", "torchrun", "train.py", "--lr", "3e-4"]
-    deployment, service, pdb = training_job.rendezvous(r)
+    assert worker["command"] == ["sh", "-c", LAUNCH, "fastpath", "torchrun", "train.py", "--lr", "3e-4"]
+    deployment, service, pdb = rendezvous(r)
     assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
     # Evicting the store ends the job: no voluntary eviction, no autoscaler scale-down of its node.
@@ -153,8 +159,8 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     (c,) = pod["containers"]
     assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"] == c["resources"]["requests"]
     assert "schedulerName" not in pod  # not in the gang: it runs whatever Volcano admits
-    assert deployment["spec"]["template"]["metadata"]["labels"][training_job.ROLE_LABEL] == "rendezvous"
-    if (SHARED / "crds").is_dir():
+    assert deployment["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "rendezvous"
+    if upstream.available("crds"):
         assert [e for o in (m, deployment, service, pdb) for e in schemas.validate(o)] == []
 
 
@@ -173,16 +179,16 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     ],
 )
 def test_torchrun_command(command, expected):
-    assert training_job.torchrun_command(command) == expected
+    assert torchrun_command(command) == expected
 
 
 def test_mpi_launcher_forwards_every_pod_variable():
-    r = training_job.resolve(job("mpi", "fixed", secretEnv={"HF_TOKEN": {"secret": "hf", "key": "t"}}, env={"MY_FLAG": "1"}), profile_for("ib-sriov"))
-    m = training_job.manifest(r)
+    r = resolve(job("mpi", "fixed", secretEnv={"HF_TOKEN": {"secret": "hf", "key": "t"}}, env={"MY_FLAG": "1"}), profile_for("ib-sriov"))
+    m = manifest(r)
     assert m["spec"]["slotsPerWorker"] == 8
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     wrapper = launcher["containers"][0]["command"]
-    assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == training_job.LAUNCHER and wrapper[3] == "launcher"
+    assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == LAUNCHER and wrapper[3] == "launcher"
     cmd = wrapper[4:]  # "$@": mpirun with exactly these arguments once every worker takes an exec
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
     forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
@@ -198,21 +204,21 @@ def test_mpi_launcher_forwards_every_pod_variable():
 
 
 def test_tensorflow_has_chief_and_workers():
-    m = training_job.manifest(training_job.resolve(job("tensorflow", "fixed"), profile_for("roce-shared")))
+    m = manifest(resolve(job("tensorflow", "fixed"), profile_for("roce-shared")))
     specs = m["spec"]["tfReplicaSpecs"]
     assert (specs["Chief"]["replicas"], specs["Worker"]["replicas"]) == (1, 3)
 
 
 def test_debug_nccl_and_overrides_reach_the_pod():
-    r = training_job.resolve(job("pytorch", "fixed", debugNccl=True, envOverrides={"NCCL_IB_HCA": "=mlx5_0"}), profile_for("ib-sriov"))
+    r = resolve(job("pytorch", "fixed", debugNccl=True, envOverrides={"NCCL_IB_HCA": "=mlx5_0"}), profile_for("ib-sriov"))
     assert r.env["NCCL_DEBUG"] == "INFO" and r.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
     assert r.env["NCCL_IB_HCA"] == "=mlx5_0"
-    assert training_job.contract(r)["envOverrides"] == ["NCCL_IB_HCA"]
+    assert contract(r)["envOverrides"] == ["NCCL_IB_HCA"]
 
 
 def test_datasets_are_read_only_and_secrets_use_secret_key_ref():
-    r = training_job.resolve(job("pytorch", "fixed", datasets=[{"claim": "corpus", "mountPath": "/data"}], secretEnv={"HF_TOKEN": {"secret": "hf", "key": "token"}}), profile_for("tcp"))
-    pod = training_job.pod_template(r, ["x"])["spec"]
+    r = resolve(job("pytorch", "fixed", datasets=[{"claim": "corpus", "mountPath": "/data"}], secretEnv={"HF_TOKEN": {"secret": "hf", "key": "token"}}), profile_for("tcp"))
+    pod = pod_template(r, ["x"])["spec"]
     c = pod["containers"][0]
     assert {"name": "dataset-0", "mountPath": "/data", "readOnly": True} in c["volumeMounts"]
     assert {"name": "dataset-0", "persistentVolumeClaim": {"claimName": "corpus", "readOnly": True}} in pod["volumes"]
@@ -224,7 +230,7 @@ def test_partial_node_pod_is_on_every_rail(fab):
     """The device plugin may hand a 4-GPU pod any 4 GPUs: only a pod on every rail lets NCCL pair each GPU with
     its PCIe-local NIC, and two such pods on a node do not share half the rails."""
     prof = profile_for(fab)
-    r = training_job.resolve(job("pytorch", "fixed", gpusPerNode=4), prof)
+    r = resolve(job("pytorch", "fixed", gpusPerNode=4), prof)
     rails = len(prof.rails)
     assert len(r.wiring.rails) == rails and r.memory_gib == 900 and r.shm_gib == 64
     annotation = json.loads(r.wiring.annotations[fabric.NETWORKS_ANNOTATION])
@@ -300,7 +306,7 @@ def test_duplicate_job_names_refused():
 
 def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
     """A second project reads the exported profile through a StackReference and gets the same wiring."""
-    from components.jobs.training_job import TrainingJob, TrainingJobArgs
+    from components.jobs.component import TrainingJob, TrainingJobArgs
     from components.model.profile import from_stack
     from tools import render
 
@@ -316,7 +322,7 @@ def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
     (store,) = [r for r in run.registrations if r.type == "kubernetes:apps/v1:Deployment"]
     assert store.inputs["metadata"]["ownerReferences"][0]["name"] == "run"
     assert store.inputs["metadata"]["ownerReferences"][0]["uid"]
-    direct = training_job.manifest(training_job.resolve(spec, Profile.from_data(exported)))
+    direct = manifest(resolve(spec, Profile.from_data(exported)))
     assert render.integral(registered.inputs)["spec"] == direct["spec"]
     # Numbers crossed the wire as floats; the job must still say 4 processes, not "4.0".
     assert registered.inputs["spec"]["nprocPerNode"] == "4"
@@ -344,8 +350,8 @@ def test_missing_profile_in_stack_reference_is_a_clear_error():
 )
 def test_preflight_init_container(fab, extra, present, hcas):
     prof = profile_for(fab)
-    r = training_job.resolve(job("pytorch", "fixed", **extra), prof)
-    pod = training_job.pod_template(r, ["x"])["spec"]
+    r = resolve(job("pytorch", "fixed", **extra), prof)
+    pod = pod_template(r, ["x"])["spec"]
     if not present:
         assert "initContainers" not in pod and not any(v["name"] == "preflight" for v in pod["volumes"])
         return

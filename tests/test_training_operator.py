@@ -1,8 +1,15 @@
-"""Training Operator install: the overlay URL the provider really fetches, and the operator Deployment as patched."""
+"""Training Operator install: the overlay URL kustomize really fetches, fastpath's kustomization, and the objects it
+builds from the upstream overlay (upstream.lock.yaml), as the provider builds them at `pulumi up`."""
 
 import copy
+import functools
+import json
+import os
 import re
-from urllib.parse import urlsplit
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -10,109 +17,90 @@ import yaml
 from components import versions
 from components.model.config import PlatformConfig
 from components.platform import training_operator
-from tests.conftest import SHARED, stack_platform
+from tests.conftest import ROOT, stack_platform
+from tools import upstream
+from tools.manifests import LOADER
 
-OVERLAY_FILE = SHARED / "manifests" / "training-operator-v1.9.4-standalone.yaml"
-SHA = re.compile(r"^[0-9a-fA-F]{40}$")
-# The refs kubeflow/trainer advertises that could match `v1.9.4/...`: the tag (no branch of that name).
-REMOTE_REFS = ["HEAD", "refs/heads/master", "refs/heads/release-1.9", "refs/tags/v1.9.4", "refs/tags/v1.9.3"]
-
-
-def parse_git_repo_url(raw: str) -> tuple[str, str]:
-    """pulumi/pulumi@sdk/v3.246.0:sdk/go/common/util/gitutil/git.go `parseGitRepoURLParts` (https and ssh only;
-    the scp-style ssh normalisation is left out): (clone URL, the path after the repository)."""
-    u = urlsplit(raw)
-    if u.scheme not in ("https", "ssh"):
-        raise ValueError(f"invalid URL scheme: {u.scheme}")
-    path = u.path.removeprefix("/")
-    parts = path.split("/")
-    if len(parts) < 2:
-        raise ValueError("invalid Git URL")
-    if (i := path.rfind(".git")) != -1:  # the last `.git` ends the repository
-        return f"{u.scheme}://{u.netloc}/{path[: i + 4]}", path[i + 4 :].strip("/")
-    owner, repo = parts[0], parts[1]
-    if not owner or not repo:
-        raise ValueError("invalid Git URL")
-    repo = repo if repo.endswith(".git") else repo + ".git"
-    # Only u.path is read: a query (`?ref=`) or fragment is dropped without a word.
-    return f"{u.scheme}://{u.netloc}/{owner}/{repo}", "/".join(parts[2:]).removesuffix("/")
+OVERLAY = f"manifests/training-operator-{versions.TRAINING_OPERATOR_REF}-standalone.yaml"
 
 
-def ref_and_subdir(url_path: str, remote_refs: list[str]) -> tuple[str, str]:
-    """Same file, `GetGitReferenceNameOrHashAndSubDirectory`: the ref only from a `tree/<ref>/` segment,
-    matched against the remote's branches and tags, longest name first; otherwise HEAD (which
-    `RetrieveGitFolder` clones as master, then main)."""
-    if url_path == "":
-        return "HEAD", ""
-    parts = url_path.removeprefix("/").removesuffix("/").split("/")
-    if any(p in (".", "..") for p in parts):
-        raise ValueError("invalid Git URL")
-    if parts[0] != "tree":
-        return "HEAD", "/".join(parts)
-    if len(parts) < 2:
-        raise ValueError("invalid Git URL")
-    if SHA.match(parts[1]):
-        return parts[1], "/".join(parts[2:])
-
-    def short(ref: str) -> str:
-        return ref.split("/", 2)[2] if ref.startswith(("refs/heads/", "refs/tags/")) else ref
-
-    rest = "/".join(parts[1:]) + "/"
-    for ref in sorted(remote_refs, key=lambda r: len(short(r)), reverse=True):
-        if rest.startswith(short(ref) + "/"):
-            return ref, rest[len(short(ref)) + 1 :].removesuffix("/")
-    raise ValueError("invalid Git URL")
+def kustomize() -> list[str]:
+    """kubectl's kustomize (the one that built the locked overlay) or a standalone kustomize."""
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    pytest.skip("needs kubectl or kustomize on PATH")
 
 
-def provider_fetches(directory: str) -> tuple[str, str, str]:
-    """What kustomize.Directory (v1) clones for `directory`: pulumi/pulumi-kubernetes@master
-    provider/pkg/provider/invoke_kustomize.go `kustomizeDirectory` treats a path that does not exist locally as
-    a git URL and hands it to pulumi's `RetrieveGitFolder` (repository, ref, sub-directory)."""
-    repo, path = parse_git_repo_url(directory)
-    ref, subdir = ref_and_subdir(path, REMOTE_REFS)
-    return repo, ref, subdir
+def git_fetches(tmp_path, directory: str) -> str:
+    """The `git fetch` kustomize's remote loader runs for `directory` as a kustomization's resource, seen with
+    GIT_TRACE; a proxy that refuses every connection stops it there, with or without a network."""
+    if not shutil.which("git"):
+        pytest.skip("needs git on PATH")
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [directory]}))
+    env = {**os.environ, "GIT_TRACE": "1", "GIT_TERMINAL_PROMPT": "0", "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    out = subprocess.run([*kustomize(), str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0, "nothing may be fetched through a refusing proxy"
+    (fetch,) = set(re.findall(r"trace: built-in: (git fetch [^\n']*)", out.stderr))
+    return fetch.strip()
 
 
-def test_overlay_url_fetches_the_pinned_tag_and_overlay():
-    """The exact string fastpath emits, through the provider's parsing rules (pulumi/pulumi
-    sdk/go/common/util/gitutil/git.go, pulumi/pulumi-kubernetes invoke_kustomize.go)."""
+def test_overlay_url_fetches_the_pinned_tag_and_overlay(tmp_path):
+    """The exact string fastpath emits, through kustomize's own remote loader (the provider's kustomize.v2
+    Directory builds fastpath's kustomization with the same loader): the tag, shallow, from the repository."""
     url = training_operator.overlay_url(versions.TRAINING_OPERATOR_REF)
-    assert url == "https://github.com/kubeflow/trainer/tree/v1.9.4/manifests/overlays/standalone"
-    assert provider_fetches(url) == ("https://github.com/kubeflow/trainer.git", "refs/tags/v1.9.4", "manifests/overlays/standalone")
+    assert url == "https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.4"
+    assert git_fetches(tmp_path, url) == "git fetch --depth=1 https://github.com/kubeflow/trainer v1.9.4"
 
 
-@pytest.mark.parametrize(
-    ("directory", "outcome"),
-    [
-        # kustomize's remote form without a scheme: refused before anything is cloned.
-        ("github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", "invalid URL scheme: "),
-        # With a scheme the query is dropped: the default branch, silently, not v1.9.4.
-        ("https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4", ("https://github.com/kubeflow/trainer.git", "HEAD", "manifests/overlays/standalone")),
-    ],
-)
-def test_forms_the_provider_does_not_fetch_at_a_ref(directory, outcome):
-    """Why not the kustomize-style URL fastpath used before: the v1 provider does not run kustomize's remote
-    loader for the top-level directory (pulumi/pulumi sdk/go/common/util/gitutil/git.go)."""
-    if isinstance(outcome, str):
-        with pytest.raises(ValueError, match=re.escape(outcome)):
-            provider_fetches(directory)
-    else:
-        assert provider_fetches(directory) == outcome
+def test_forms_the_provider_does_not_fetch_at_a_ref(tmp_path):
+    """Why not the GitHub `/tree/<ref>/` form fastpath gave kustomize.Directory (v1): kustomize takes `tree/v1.9.4/...`
+    for a folder and fetches the default branch, silently."""
+    v1_form = "https://github.com/kubeflow/trainer/tree/v1.9.4/manifests/overlays/standalone"
+    assert git_fetches(tmp_path, v1_form) == "git fetch --depth=1 https://github.com/kubeflow/trainer HEAD"
 
 
-def upstream_objects() -> list[dict]:
-    return [d for d in yaml.safe_load_all(OVERLAY_FILE.read_text()) if d]
-
-
-def upstream_deployment() -> dict:
-    (dep,) = [o for o in upstream_objects() if o["kind"] == "Deployment"]
-    return dep
+def test_the_lock_pins_the_overlay_fastpath_installs():
+    """The overlay the tests build from (upstream.lock.yaml) is the one a stack installs by default."""
+    assert upstream.lock()[OVERLAY].kustomize == training_operator.overlay_url(versions.TRAINING_OPERATOR_REF)
 
 
 def cfg(**components) -> PlatformConfig:
     p = stack_platform("prod-ib")
     p.setdefault("components", {}).update(components)
     return PlatformConfig.model_validate(p)
+
+
+def build(doc: dict) -> list[dict]:
+    """`doc` built as the provider builds it, the remote overlay replaced by its locked build (kustomize's default
+    load restrictions keep resources inside the folder: the file is copied there)."""
+    return copy.deepcopy(_build(json.dumps(doc, sort_keys=True)))
+
+
+@functools.cache
+def _build(doc: str) -> list[dict]:
+    source = upstream.path(OVERLAY)
+    command = kustomize()
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(source, Path(tmp) / "overlay.yaml")
+        (Path(tmp) / "kustomization.yaml").write_text(yaml.safe_dump({**json.loads(doc), "resources": ["overlay.yaml"]}))
+        out = subprocess.run([*command, tmp], capture_output=True, text=True, timeout=300, check=True)
+    return [d for d in yaml.load_all(out.stdout, Loader=LOADER) if d]
+
+
+@functools.cache
+def _upstream_objects() -> list[dict]:
+    return [d for d in yaml.load_all(upstream.path(OVERLAY).read_text(), Loader=LOADER) if d]
+
+
+def upstream_objects() -> list[dict]:
+    return copy.deepcopy(_upstream_objects())
+
+
+def upstream_deployment() -> dict:
+    (dep,) = [o for o in upstream_objects() if o["kind"] == "Deployment"]
+    return dep
 
 
 FLAGS = [
@@ -123,22 +111,17 @@ FLAGS = [
 ]
 
 
-@pytest.mark.skipif(not OVERLAY_FILE.is_file(), reason="shared/upstream/manifests not beside checkout")
 @pytest.mark.parametrize(("volcano", "flags"), [(True, FLAGS), (False, FLAGS[1:])])
 def test_operator_deployment_as_patched(volcano, flags):
     """The real Deployment of kubeflow/trainer@v1.9.4:manifests/overlays/standalone (kustomize build): its manager
     container runs `command: [/manager]` with no args, so the flags (cmd/training-operator.v1/main.go) become
-    its args; the init-container template is mounted where the flag points; nothing else changes. Applying the
-    patch twice changes nothing more."""
-    dep = upstream_deployment()
-    before = copy.deepcopy(dep)
+    its args; the init-container template is mounted where the flag points; nothing else changes."""
+    before = upstream_deployment()
     assert before["spec"]["template"]["spec"]["containers"][0].get("args") is None
-    manager_flags = training_operator.manager_flags(cfg(volcano=volcano))
+    platform = cfg(volcano=volcano)
+    manager_flags = training_operator.manager_flags(platform)
     assert manager_flags == flags
-    training_operator.configure_deployment(dep, manager_flags)
-    once = copy.deepcopy(dep)
-    training_operator.configure_deployment(dep, manager_flags)
-    assert dep == once
+    (dep,) = [o for o in build(training_operator.kustomization(platform)) if o["kind"] == "Deployment"]
     pod = dep["spec"]["template"]
     (c,) = pod["spec"]["containers"]
     assert c["command"] == ["/manager"] and c["args"] == flags
@@ -151,20 +134,20 @@ def test_operator_deployment_as_patched(volcano, flags):
     assert dep == before
 
 
-@pytest.mark.skipif(not OVERLAY_FILE.is_file(), reason="shared/upstream/manifests not beside checkout")
 def test_only_the_operator_deployment_is_patched_and_the_namespace_is_ours():
     """The overlay's other objects pass through unchanged; its bare `kubeflow` Namespace is left out (fastpath
     creates it, with Pod Security labels, before the ConfigMap the Deployment mounts)."""
-    for obj in upstream_objects():
-        seen = copy.deepcopy(obj)
-        training_operator.configure_deployment(seen, FLAGS)
-        training_operator.omit_namespace(seen)
+    built = {(o["kind"], o["metadata"]["name"]): o for o in build(training_operator.kustomization(cfg()))}
+    objs = upstream_objects()
+    for obj in objs:
+        seen = built.get((obj["kind"], obj["metadata"]["name"]))
         if obj["kind"] == "Namespace":
             assert obj["metadata"]["name"] == training_operator.NAMESPACE
-            assert seen == {"apiVersion": "v1", "kind": "List", "items": []}
+            assert seen is None
         elif obj["kind"] != "Deployment":
             assert seen == obj
-    namespaces = {o["metadata"].get("namespace") for o in upstream_objects()} - {None}
+    assert len(built) == len(objs) - 1
+    namespaces = {o["metadata"].get("namespace") for o in objs} - {None}
     assert namespaces == {training_operator.NAMESPACE}
 
 
@@ -197,16 +180,30 @@ def test_injected_images_are_pinned():
     assert re.fullmatch(r"docker\.io/library/alpine:3\.\d+\.\d+", versions.PYTORCH_INIT_CONTAINER_IMAGE)
 
 
-@pytest.mark.skipif(not OVERLAY_FILE.is_file(), reason="shared/upstream/manifests not beside checkout")
-def test_packages_show_the_overlay_as_applied(rendered):
-    """packages.yaml lists what the overlay applies, what fastpath leaves out and, in full, what it changes,
-    from the real overlay (the renderer answers the provider's kustomize call with it)."""
+def test_packages_show_the_overlay_source_and_kustomization(rendered):
+    """packages.yaml shows the overlay's source at its ref and fastpath's kustomization of it, nothing built from
+    upstream (the render reads no file outside the repository); the kustomization is the file the Directory
+    hands the provider."""
+    run = rendered("prod-ib").run
     (pkg,) = [p for p in rendered("prod-ib").packages if p["kind"] == "kustomize"]
     assert pkg["source"] == training_operator.overlay_url("v1.9.4")
     assert pkg["namespace"] == "kubeflow"
-    assert pkg["omitted"] == ["Namespace/kubeflow"]
-    assert "Deployment/kubeflow/training-operator" in pkg["objects"]
-    assert "CustomResourceDefinition/mpijobs.kubeflow.org" in pkg["objects"]
-    (dep,) = pkg["changed"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["args"] == FLAGS
+    assert pkg["kustomization"] == training_operator.kustomization(cfg())
+    assert pkg["kustomization"]["resources"] == [pkg["source"]]
+    ops = yaml.safe_load(pkg["kustomization"]["patches"][1]["patch"])
+    assert {"op": "add", "path": "/spec/template/spec/containers/0/args", "value": FLAGS} in ops
     assert pkg["waitsFor"] == ["ConfigMap/kubeflow/training-operator-init-container", "Namespace/kubeflow", "helm/volcano"]
+    (directory,) = [r for r in run.registrations if r.type == "kubernetes:kustomize/v2:Directory"]
+    written = ROOT / directory.inputs["directory"] / "kustomization.yaml"
+    assert yaml.safe_load(written.read_text()) == pkg["kustomization"]
+    # No prefix: the objects keep the names kustomize.Directory (v1) gave them, so an installed stack keeps them.
+    assert directory.inputs["resourcePrefix"] == ""
+    assert not [r for r in run.registrations if r.parent == directory.urn], "the provider registers the objects"
+
+
+def test_kustomization_follows_the_stacks_ref():
+    p = stack_platform("prod-ib")
+    p.setdefault("versions", {})["trainingOperator"] = "v1.9.3"
+    doc = training_operator.kustomization(PlatformConfig.model_validate(p))
+    assert doc["resources"] == ["https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.3"]
+    assert doc["patches"] == training_operator.kustomization(cfg())["patches"]

@@ -1,11 +1,10 @@
 """Volcano (components/platform/volcano.py): the scheduler configuration, queues and priority tiers."""
 
-import pytest
 import yaml
 
 from components.platform import volcano
-from tests.conftest import SHARED
 from tests.helpers import cfg
+from tools import upstream
 
 
 def scheduler_conf(platform) -> dict:
@@ -32,12 +31,11 @@ def test_volcano_scheduler_takes_whole_gangs():
     assert plugins["binpack"]["arguments"]["binpack.resources"] == "nvidia.com/gpu"
 
 
-@pytest.mark.skipif(not (SHARED / "values").is_dir(), reason="shared/upstream/values not beside checkout")
 def test_chart_default_scheduler_never_preempts():
     """Why fastpath overrides it: the chart's file (volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/
     config/volcano-scheduler.conf) has neither preempt nor reclaim action, and its `enqueue` keeps a gang that
     does not fit Pending."""
-    default = yaml.safe_load((SHARED / "values" / "volcano.volcano-scheduler.conf").read_text())
+    default = yaml.safe_load(upstream.path("values/volcano.volcano-scheduler.conf").read_text())
     actions = {a.strip() for a in default["actions"].split(",")}
     assert actions == {"enqueue", "allocate", "backfill"}
     assert scheduler_conf(cfg("dev")) != default

@@ -54,7 +54,7 @@ def generated_jobs(n: int) -> list[dict]:
 
 def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -> None:
     """A minimal program that makes a Run's invokes and registrations again, as plain resources: the floor. The
-    invokes too, so the mock provider's own work (building the kustomize overlay) weighs on both sides. An input
+    invokes too, so whatever the mock provider does for them weighs on both sides. An input
     the original computed from other resources (an ownerReference's uid) waits on them here too, through one
     Output per property."""
     import pulumi
@@ -70,6 +70,10 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
         def __init__(self, t: str, name: str, opts: pulumi.ResourceOptions) -> None:
             super().__init__(t, name, None, opts)
 
+    class Remote(pulumi.ComponentResource):
+        def __init__(self, t: str, name: str, props: dict, opts: pulumi.ResourceOptions) -> None:
+            super().__init__(t, name, props, opts, remote=True)
+
     for token, args in invokes:
         pulumi.runtime.invoke(token, args)
     made: dict[str, pulumi.Resource] = {}
@@ -83,7 +87,9 @@ def replay(registrations: list[Registration], invokes: list[tuple[str, dict]]) -
             replace_on_changes=reg.replace_on_changes or None,
             delete_before_replace=reg.delete_before_replace,
         )
-        if not reg.custom:
+        if reg.remote:
+            res = Remote(reg.type, reg.name, dict(reg.inputs), opts)
+        elif not reg.custom:
             res = Group(reg.type, reg.name, opts)
             if reg.outputs:
                 res.register_outputs(reg.outputs)

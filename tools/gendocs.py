@@ -1,5 +1,5 @@
 """Generate docs/config.md (the stack config reference, from the pydantic models and their field docstrings)
-and policies/README.md (the rule catalogue, from policies/rules.py).
+and policies/README.md (the rule catalogue, from the `@rule` metadata in policies/rules/).
 
     python -m tools.gendocs [--check]
 """
@@ -7,6 +7,7 @@ and policies/README.md (the rule catalogue, from policies/rules.py).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import types
 import typing
@@ -15,9 +16,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 if typing.TYPE_CHECKING:
-    from policies.rules import Rule
+    from policies.engine import Rule
 
-from components.model import config
+from components.model import config, job
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "config.md"
@@ -59,7 +60,8 @@ def generate() -> str:
     lines = [
         "# Stack config reference",
         "",
-        "Generated from `components/model/config.py` by `python -m tools.gendocs`; do not edit by hand.",
+        "Generated from `components/model/config.py` and `components/model/job.py` by `python -m tools.gendocs`; "
+        "do not edit by hand.",
         "",
         "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
         "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
@@ -68,7 +70,7 @@ def generate() -> str:
         "",
     ]
     seen: list[type[BaseModel]] = []
-    queue: list[type[BaseModel]] = [config.PlatformConfig, config.JobSpec]
+    queue: list[type[BaseModel]] = [config.PlatformConfig, job.JobSpec]
     while queue:
         model = queue.pop(0)
         if model in seen:
@@ -115,13 +117,46 @@ def _stack(rules: list[Rule]) -> str:
     )
 
 
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:]
+
+
+def _areas(rules: list[Rule]) -> list[str]:
+    """One section per module of policies/rules/, in the catalogue's order: what the area covers (its module's
+    docstring), then its rules."""
+    from policies.rules import AREAS
+
+    lines = []
+    for area in AREAS:
+        doc = " ".join((importlib.import_module(f"policies.rules.{area}").__doc__ or "").split())
+        lines += [
+            f"### {doc.split(':', 1)[0]} (`policies/rules/{area}.py`)",
+            "",
+            _sentence(doc.split(":", 1)[-1]),
+            "",
+            "| id | level | title | what it checks | fix | config |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in rules:
+            if r.area != area:
+                continue
+            params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"
+            lines.append(
+                f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
+                f"{_cell(r.remediation)} | {params} |"
+            )
+        lines.append("")
+    return lines
+
+
 def generate_policies() -> str:
-    from policies.rules import RULES
+    from policies.engine import RULES
 
     lines = [
         "# fastpath policy pack",
         "",
-        "Generated from `policies/rules.py` by `python -m tools.gendocs`; do not edit by hand.",
+        "Generated from `policies/rules/` by `python -m tools.gendocs`; do not edit by hand.",
         "",
         "Rules that stop a misconfigured training job before it burns GPU-hours. The same rules run two ways:",
         "",
@@ -140,27 +175,18 @@ def generate_policies() -> str:
         "v1 jobs (PyTorchJob, MPIJob v1 and v2beta1, TFJob, XGBoostJob, PaddleJob, JAXJob), TrainJob, "
         "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
         "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
-        "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/jobs/trainer_v2_runtime.py`), judged when the "
-        "runtime is among the objects checked (`policies/runtimes.py`).",
+        "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/jobs/runtime_v2/controller.py`), judged when "
+        "the runtime is among the objects checked (`policies/runtimes.py`).",
         "",
         "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
-        f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in "
-        "policies/rules.py); the fix column is also what CrossGuard shows as the policy's remediation steps.",
-        "",
-        "| id | level | title | what it checks | fix | config |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in RULES:
-        params = ", ".join(f"`{k}` (default {d}): {desc}" for k, (d, desc) in r.params.items()) or "-"
-        lines.append(
-            f"| `{r.id}` | {r.level}{' (+advisory)' if r.mixed else ''} | {r.title} | {r.description} | "
-            f"{_cell(r.remediation)} | {params} |"
-        )
-    lines += [
-        "",
-        "Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
+        f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in the "
+        "module of its area, below); the fix column is also what CrossGuard shows as the policy's remediation "
+        "steps. Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
         "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.",
         "",
+        "## Rules by area",
+        "",
+        *_areas(RULES),
     ]
     return "\n".join(lines)
 

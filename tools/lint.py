@@ -36,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from policies.rules import MANDATORY, REMEDIATE, ConfigError, Violation, claim_index, evaluate, parse_config, plan
+from policies.config import ConfigError, parse_config
+from policies.engine import MANDATORY, REMEDIATE, Violation, claim_index, evaluate, plan
 from policies.runtimes import RuntimeIndex
 from tools.manifests import LOADER, Loaded, Unreadable, load, read
 

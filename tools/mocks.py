@@ -5,14 +5,13 @@
 
 What the mock provider answers: an object's inputs as its state, plus a stable stand-in `metadata.uid` for
 Kubernetes objects (so ownerReferences resolve; the recorded inputs leave it out); StackReferences from
-`references`; `kubernetes:kustomize:directory` from the built overlay beside the checkout. It knows nothing of
-stack files: tools/render.py reads those and turns a Run into files.
+`references`. A provider component (kustomize.v2.Directory) is one registration with its inputs: what it builds
+at `pulumi up` is the provider's business. It reads no file but the program and knows nothing of stack files:
+tools/render.py reads those and turns a Run into files.
 """
 
 from __future__ import annotations
 
-import copy
-import re
 import runpy
 import sys
 import uuid
@@ -21,15 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
-# The built Training Operator overlay (`kustomize build`), beside the checkout as in CI: offline, the mock
-# provider answers `kubernetes:kustomize:directory` with it, so the transformations run on the real objects.
-SHARED_MANIFESTS = ROOT.parent / "shared" / "upstream" / "manifests"
-OVERLAY_URL = re.compile(
-    r"^https://github\.com/kubeflow/trainer/tree/(?P<ref>v[0-9][^/]*)/manifests/overlays/standalone$"
-)
 
 
 class ProgramError(Exception):
@@ -56,6 +47,8 @@ class Registration:
     """Per input property, the URNs it was computed from (what an Output input carried)."""
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
+    remote: bool = False
+    """A provider's component (kustomize.v2.Directory): the provider builds its children at `pulumi up`."""
 
 
 @dataclass
@@ -64,37 +57,6 @@ class Run:
     registrations: list[Registration]
     invokes: list[tuple[str, dict]]
     outputs: dict[str, Any]
-    overlays: dict[str, list[dict]] = field(default_factory=dict)
-    """What the mock provider returned per kustomize directory: the objects before any transformation."""
-
-
-_OVERLAYS: dict[Path, list[dict]] = {}
-
-
-def overlay_objects(directory: str) -> list[dict]:
-    """The objects `kustomize build` gives for `directory`, when the built overlay of exactly that ref is beside
-    the checkout (../shared/upstream/manifests/training-operator-<ref>-standalone.yaml); else none. A fresh copy
-    each call: the caller's transformations edit it in place."""
-    m = OVERLAY_URL.match(directory)
-    path = SHARED_MANIFESTS / f"training-operator-{m['ref']}-standalone.yaml" if m else None
-    if path is None or not path.is_file():
-        return []
-    if path not in _OVERLAYS:
-        # Parsed once per process: the pure-Python YAML loader takes most of a second on this file, and tests
-        # and the bench render many times.
-        from tools.manifests import LOADER
-
-        objs = [d for d in yaml.load_all(path.read_text(), Loader=LOADER) if d]
-        for obj in objs:
-            if obj["kind"] == "CustomResourceDefinition":
-                # Megabytes of schema that no transformation touches and the SDK wraps value by value (seconds
-                # per render): the offline stand-in keeps everything else of each CRD.
-                for version in obj["spec"]["versions"]:
-                    version["schema"] = {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    }
-        _OVERLAYS[path] = objs
-    return copy.deepcopy(_OVERLAYS[path])
 
 
 def _without_uid(state: dict) -> dict:
@@ -124,7 +86,6 @@ def run(
 
     registrations: list[Registration] = []
     invokes: list[tuple[str, dict]] = []
-    overlays: dict[str, list[dict]] = {}
     by_urn: dict[str, Registration] = {}
 
     class Mocks(pulumi.runtime.Mocks):
@@ -140,12 +101,6 @@ def run(
 
         def call(self, args: MockCallArgs) -> Any:  # the SDK takes a plain dict of outputs too
             invokes.append((args.token, dict(args.args)))
-            if args.token == "kubernetes:kustomize:directory":
-                # kustomize.Directory (v1) asks the provider to build the overlay; offline, the built overlay
-                # beside the checkout stands in.
-                directory = args.args["directory"]
-                overlays[directory] = overlay_objects(directory)
-                return {"result": overlay_objects(directory)}
             return {}
 
     class Monitor(MockMonitor):
@@ -165,16 +120,14 @@ def run(
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
+                    remote=bool(request.remote),
                 )
                 registrations.append(reg)
                 by_urn[reg.urn] = reg
             return response
 
         def RegisterResourceOutputs(self, request: Any) -> Any:
-            # Only fastpath's own components: deserializing a provider component's outputs (a kustomize
-            # Directory's `resources`, references to its children) rebuilds resources inside this monitor call
-            # and never returns.
-            if request.urn in by_urn and by_urn[request.urn].type.startswith("fastpath:"):
+            if request.urn in by_urn:
                 by_urn[request.urn].outputs = rpc.deserialize_properties(request.outputs) or {}
             return super().RegisterResourceOutputs(request)
 
@@ -207,4 +160,4 @@ def run(
     root = get_root_resource()
     assert isinstance(root, Stack)
     outputs = {k: resolve(v) for k, v in root.outputs.items()}
-    return Run(stack, registrations, invokes, outputs, overlays)
+    return Run(stack, registrations, invokes, outputs)

@@ -1,23 +1,34 @@
-"""How fast `tools.ncclcheck` reads the log of a 1,000-rank job, and in how much memory (called by `make bench`).
+"""How fast `tools.ncclcheck` reads the logs it meets, and in how much memory (`bench` is called by `make bench`).
 
-    python -m tools.ncclcheck_bench [SIZE_MB]
+    python -m tools.ncclcheck_bench [SIZE_MB] [--repeat N]
 
-`generate` writes what nccl-tests' all_reduce_perf prints on 125 nodes x 8 GPUs with NCCL_DEBUG=INFO and
+`one_run` writes what nccl-tests' all_reduce_perf prints on N nodes x 8 GPUs with NCCL_DEBUG=INFO and
 NCCL_DEBUG_SUBSYS=INIT,NET, in the shapes of the fixtures in tests/ncclcheck/ (NCCL 2.27 on InfiniBand with
 GPUDirect RDMA): every rank's bootstrap, device list, `Using network IB`, Init START, its ring and tree channels
 (P2P/CUMEM inside a node, NET/IB/<rail>/GDRDMA between nodes), Init COMPLETE and init timings, then the results
-table, the `# Avg bus bandwidth` footer and every rank's Destroy COMPLETE. One run of 1,000 ranks is about 6 MB, so
-a log of a few hundred MB is the same run repeated, as a launcher that loops over the test writes it. `bench` times
-`python -m tools.ncclcheck` on such a log in a fresh interpreter and checks that its verdict is still a pass on IB.
+table, the `# Avg bus bandwidth` footer and every rank's Destroy COMPLETE. Two log shapes are timed:
+
+- one 1,000-rank run (125 nodes, about 6 MB), repeated to the size asked for, as a launcher that loops over the test
+  writes it (`generate`), checked whole;
+- many runs in one log, as the acceptance series writes them (components/jobs/acceptance.py: each node count in
+  turn, smallest first, between its marker lines): every node count from 1 up to the size asked for
+  (`generate_series`), checked as the acceptance plan checks its largest run (`--section`, which reads every run
+  before it) and whole.
+
+Each check runs `python -m tools.ncclcheck` in a fresh interpreter (startup counts), best of `repeat` for wall and
+CPU time apart, with the peak resident set, and must keep its verdict (a pass on IB with every rank initialised).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tools.ncclcheck.parse import SECTION_BEGIN, SECTION_END
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = 125
@@ -30,10 +41,11 @@ RESULTS = {  # message size -> (out-of-place busbw, in-place busbw), GB/s, shape
 }
 
 
-def _rank_init(rank: int, nranks: int, nodes: int, run: int) -> list[str]:
-    """One rank's INIT,NET lines: the shapes of tests/ncclcheck/ib_gdr_linerate.log, at 2.27's verbosity."""
+def _rank_init(rank: int, nranks: int, nodes: int, run: int, host: str) -> list[str]:
+    """One rank's INIT,NET lines: the shapes of tests/ncclcheck/ib_gdr_linerate.log, at 2.27's verbosity. On one
+    node every ring step is P2P and there is no tree over the network."""
     node, gpu = divmod(rank, GPUS)
-    host, pid, tid = f"llm-ib-worker-{node}", 41 + gpu, 90 + gpu
+    host, pid, tid = f"{host}-{node}", 41 + gpu, 90 + gpu
     at = f"{host}:{pid}:{tid} [{gpu}] NCCL INFO "
     boot = f"{host}:{pid}:{pid} [{gpu}] NCCL INFO "
     ip = f"10.244.{node // 250}.{node % 250 + 1}"
@@ -70,14 +82,14 @@ def _rank_init(rank: int, nranks: int, nodes: int, run: int) -> list[str]:
     ]
     for c in range(CHANNELS):  # rings: P2P inside the node, the rail of the channel between nodes
         rail = c % GPUS
-        if gpu == GPUS - 1:
+        if gpu == GPUS - 1 and nodes > 1:
             lines.append(f"{at}Channel {c:02d}/0 : {rank}[{gpu}] -> {nxt}[0] [send] via NET/IB/{rail}/GDRDMA")
         else:
             lines.append(f"{at}Channel {c:02d}/0 : {rank}[{gpu}] -> {nxt}[{gpu + 1}] via P2P/CUMEM/read")
-        if gpu == 0:
+        if gpu == 0 and nodes > 1:
             lines.append(f"{at}Channel {c:02d}/0 : {prev}[{GPUS - 1}] -> {rank}[0] [receive] via NET/IB/{rail}/GDRDMA")
     lines.append(f"{at}Connected all rings, use ring PXN 0 GDR 1")
-    for c in range(CHANNELS):  # trees: each GPU to its rail peer on the parent node
+    for c in range(CHANNELS if nodes > 1 else 0):  # trees: each GPU to its rail peer on the parent node
         peer = (rank + GPUS) % nranks
         lines.append(f"{at}Channel {c:02d}/0 : {rank}[{gpu}] -> {peer}[{gpu}] [send] via NET/IB/{gpu}/GDRDMA/Shared")
     lines += [
@@ -96,8 +108,8 @@ def _rank_init(rank: int, nranks: int, nodes: int, run: int) -> list[str]:
     return lines
 
 
-def one_run(nodes: int = NODES, run: int = 0) -> str:
-    """The whole log of one all_reduce_perf run on `nodes` x 8 GPUs."""
+def one_run(nodes: int = NODES, run: int = 0, host: str = "llm-ib-worker") -> str:
+    """The whole log of one all_reduce_perf run on `nodes` x 8 GPUs, named `host`-0, `host`-1, ..."""
     nranks = nodes * GPUS
     lines = [
         f"# nThread 1 nGpus 1 minBytes {SIZES[0]} maxBytes {SIZES[-1]} step: 4(factor) warmup iters: 5 "
@@ -106,12 +118,12 @@ def one_run(nodes: int = NODES, run: int = 0) -> str:
         "# Using devices",
     ]
     lines += [
-        f"#  Rank {rank:>4} Group  0 Pid {41 + rank % GPUS:>6} on llm-ib-worker-{rank // GPUS} device  "
+        f"#  Rank {rank:>4} Group  0 Pid {41 + rank % GPUS:>6} on {host}-{rank // GPUS} device  "
         f"{rank % GPUS} [0x{0x18 + 0x10 * (rank % GPUS):02x}] NVIDIA H100 80GB HBM3"
         for rank in range(nranks)
     ]
     for rank in range(nranks):
-        lines += _rank_init(rank, nranks, nodes, run)
+        lines += _rank_init(rank, nranks, nodes, run, host)
     lines += [
         "#",
         "#                                                              out-of-place                       in-place",
@@ -138,7 +150,7 @@ def one_run(nodes: int = NODES, run: int = 0) -> str:
     for rank in range(nranks):
         node, gpu = divmod(rank, GPUS)
         lines.append(
-            f"llm-ib-worker-{node}:{41 + gpu}:{41 + gpu} [{gpu}] NCCL INFO comm "
+            f"{host}-{node}:{41 + gpu}:{41 + gpu} [{gpu}] NCCL INFO comm "
             f"0x{0x55D0C8E000 + 0x10 * rank + run:x} rank {rank} nranks {nranks} cudaDev {gpu} busId "
             f"{0x18 + 0x10 * gpu:x}000 - Destroy COMPLETE"
         )
@@ -159,52 +171,85 @@ def generate(path: Path, size_mb: float, nodes: int = NODES) -> int:
     return written
 
 
-def bench(size_mb: int) -> dict:
-    """Time `python -m tools.ncclcheck` on a generated 1,000-rank log of `size_mb` MB: {mb, seconds, mb_per_s,
-    max_rss_mb, cpu_seconds, cpu_mb_per_s}; raises if the verdict is not a pass on IB with every rank initialised."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "all_reduce_perf.log"
-        size = generate(path, size_mb)
-        args = [
-            sys.executable,
-            "-m",
-            "tools.ncclcheck",
-            str(path),
-            "--format",
-            "json",
-            "--expect",
-            "ib",
-            "--ranks",
-            str(NODES * GPUS),
-        ]
-        # RUSAGE_CHILDREN's ru_maxrss is the largest of all children this process ever waited for, so the checker
-        # runs under a probe process of its own, whose only child it is.
-        probe = [sys.executable, "-c", _PROBE, *args]
-        res = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise RuntimeError(f"ncclcheck on the generated log exited {res.returncode}:\n{res.stdout}{res.stderr}")
-    measured = json.loads(res.stdout.strip().splitlines()[-1])
-    report = measured["report"]
-    if (report["transport"], report["gdr"], report["verdict"], report["init_complete"]) != (
-        "ib",
-        True,
-        "pass",
-        NODES * GPUS,
-    ):
-        raise RuntimeError(f"ncclcheck's verdict on the generated log changed: {report}")
-    seconds, cpu = measured["seconds"], measured["cpu_seconds"]
+def generate_series(path: Path, size_mb: float) -> tuple[int, list[int]]:
+    """Write an acceptance series to `path`: a run on 1 node, 2 nodes, ... (as series_script runs them, between
+    their marker lines) until it holds at least `size_mb` MB; the bytes written and the node counts."""
+    written, counts = 0, list[int]()
+    with path.open("w") as out:
+        while not counts or written < size_mb * 1e6:
+            nodes = len(counts) + 1
+            text = (
+                f"{SECTION_BEGIN.format(n=nodes)}\n"
+                + one_run(nodes, nodes, "nccl-acceptance-worker")
+                + f"{SECTION_END.format(n=nodes)}\n"
+            )
+            out.write(text)
+            written += len(text)
+            counts.append(nodes)
+    return written, counts
+
+
+def measure(path: Path, args: list[str], want: dict, repeat: int = 1) -> dict:
+    """Run `python -m tools.ncclcheck path *args --format json` `repeat` times: {mb, seconds, mb_per_s, cpu_seconds,
+    cpu_mb_per_s, max_rss_mb}, the best wall and the best CPU time (user + sys) apart, the largest resident set.
+    Raises if the exit code is not 0 or the report differs from `want` in a field it names."""
+    size = path.stat().st_size
+    command = [sys.executable, "-m", "tools.ncclcheck", str(path), *args, "--format", "json"]
+    # RUSAGE_CHILDREN's ru_maxrss is the largest of all children this process ever waited for, so the checker
+    # runs under a probe process of its own, whose only child it is.
+    runs = []
+    for _ in range(repeat):
+        res = subprocess.run([sys.executable, "-c", _PROBE, *command], cwd=ROOT, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"ncclcheck {' '.join(args)} exited {res.returncode}:\n{res.stdout}{res.stderr}")
+        runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        report = runs[-1]["report"]
+        if {key: report[key] for key in want} != want:
+            raise RuntimeError(f"ncclcheck's verdict on the generated log changed: {report}")
+    seconds = min(run["seconds"] for run in runs)
     # CPU time too: on a shared machine the wall clock also counts the time other processes held the CPU.
+    cpu = min(run["cpu_seconds"] for run in runs)
     return {
         "mb": round(size / 1e6, 1),
         "seconds": round(seconds, 3),
         "mb_per_s": round(size / 1e6 / seconds, 1),
-        "max_rss_mb": round(measured["max_rss_kb"] / 1024, 1),
+        "max_rss_mb": round(max(run["max_rss_kb"] for run in runs) / 1024, 1),
         "cpu_seconds": round(cpu, 3),
         "cpu_mb_per_s": round(size / 1e6 / cpu, 1),
     }
 
 
-# Runs ncclcheck as its only child and reports that child's wall time and peak RSS (ru_maxrss is in KiB on Linux).
+def _passes(ranks: int) -> dict:
+    return {"verdict": "pass", "transport": "ib", "gdr": True, "init_complete": ranks}
+
+
+def bench(size_mb: int, repeat: int = 1) -> dict:
+    """`measure` of the check of a generated 1,000-rank log of `size_mb` MB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "all_reduce_perf.log"
+        generate(path, size_mb)
+        ranks = NODES * GPUS
+        return measure(path, ["--expect", "ib", "--ranks", str(ranks)], _passes(ranks), repeat)
+
+
+def bench_series(size_mb: int, repeat: int = 1) -> dict[str, dict]:
+    """`measure` of the checks of a generated acceptance series of `size_mb` MB: its largest run's, as
+    acceptance.plan writes it (`section`), and the whole log's (`whole`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nccl-acceptance.log"
+        _, counts = generate_series(path, size_mb)
+        nodes = counts[-1]
+        ranks = nodes * GPUS
+        checks = ["--expect", "ib", "--ranks", str(ranks), "--bootstrap", "eth0"]
+        floors = ["--min-busbw", "300", "--warn-busbw", "368"]
+        return {
+            "section": measure(path, ["--section", str(nodes), *checks, *floors], _passes(ranks), repeat),
+            "whole": measure(path, checks, _passes(ranks), repeat),
+        }
+
+
+# Runs ncclcheck as its only child and reports that child's wall time, CPU time and peak RSS (ru_maxrss is in KiB on
+# Linux).
 _PROBE = """
 import json, resource, subprocess, sys, time
 start = time.perf_counter()
@@ -220,8 +265,15 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_s
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    print(json.dumps(bench(int(argv[0]) if argv else 300)))
+    ap = argparse.ArgumentParser(prog="python -m tools.ncclcheck_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("size_mb", nargs="?", type=int, default=300, help="size of each generated log, MB")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per check, best kept; default 3")
+    args = ap.parse_args(argv)
+    results = {"1,000-rank run, whole": bench(args.size_mb, args.repeat)}
+    for check, result in bench_series(args.size_mb, args.repeat).items():
+        results[f"acceptance series, {check}"] = result
+    for shape, result in results.items():
+        print(json.dumps({"log": shape, **result}))
     return 0
 
 

@@ -195,17 +195,10 @@ def _object(r: Registration) -> dict:
     return {"apiVersion": obj.pop("apiVersion"), "kind": obj.pop("kind"), **obj}
 
 
-def _in_package(run: Run) -> set[str]:
-    """URNs of objects a package installs (a kustomize overlay's children): packages.yaml shows them."""
-    dirs = {r.urn for r in run.registrations if r.type.startswith("kubernetes:kustomize")}
-    return {r.urn for r in run.registrations if r.parent in dirs}
-
-
 def manifests(run: Run) -> list[dict]:
     objs = []
-    packaged = _in_package(run)
     for r in run.registrations:
-        if not r.custom or not r.type.startswith("kubernetes:") or r.type in PACKAGE_TYPES or r.urn in packaged:
+        if not r.custom or not r.type.startswith("kubernetes:") or r.type in PACKAGE_TYPES:
             continue
         objs.append(_object(r))
 
@@ -264,34 +257,21 @@ def packages(run: Run) -> list[dict]:
                 }
             )
         elif r.type.startswith("kubernetes:kustomize"):
+            # Built by the provider at `pulumi up`, never here: its source and what fastpath's kustomization does
+            # to it (the component that owns it says both), not the upstream objects.
             parent = by_urn.get(r.parent)
             outputs = parent.outputs if parent else {}
-            source = outputs.get("overlay") or r.name
-            pkg = {
-                "kind": "kustomize",
-                "name": r.name,
-                "source": source,
-                "namespace": outputs.get("namespace"),
-                "waitsFor": waits_for(run, r),
-                "settings": integral({k: v for k, v in outputs.items() if k not in ("overlay", "namespace")}),
-            }
-            pkg.update(overlay_review(run, r, source))
-            out.append(pkg)
+            out.append(
+                {
+                    "kind": "kustomize",
+                    "name": r.name,
+                    "source": outputs.get("overlay") or r.inputs.get("directory"),
+                    "namespace": outputs.get("namespace"),
+                    "waitsFor": waits_for(run, r),
+                    "kustomization": integral(outputs.get("kustomization")),
+                }
+            )
     return sorted(out, key=lambda p: (p["kind"], p["name"]))
-
-
-def overlay_review(run: Run, directory: Registration, source: str) -> dict:
-    """For an overlay the renderer could build offline: what it applies, what fastpath's transformations left
-    out, and each object they changed, in full as applied."""
-    upstream = {_object_key(o): integral(o) for o in run.overlays.get(source, [])}
-    if not upstream:
-        return {"objects": "not built offline (no built overlay of this ref beside the checkout)"}
-    applied = {_object_key(o): o for o in (_object(r) for r in run.registrations if r.parent == directory.urn)}
-    return {
-        "objects": sorted(applied),
-        "omitted": sorted(set(upstream) - set(applied)),
-        "changed": [applied[k] for k in sorted(applied) if k in upstream and applied[k] != upstream[k]],
-    }
 
 
 class _Dumper(yaml.SafeDumper):

@@ -23,6 +23,9 @@ DevicePlugin = Literal["sriov", "rdma-shared", "hostdevice"]
 
 TRANSPORTS: tuple[str, ...] = get_args(Transport)
 
+# The EFA device plugin's resource, one per EFA device (which are not rails).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -34,6 +37,19 @@ class Kind:
     nccl_net: str | None  # NCCL_NET by default: NCCL fails at init instead of falling back to sockets
     ib_env: bool  # NCCL's IB verbs transport runs: NCCL_IB_HCA and friends apply
     link_layer: str | None  # /sys/class/infiniband/<hca>/ports/1/link_layer the preflight expects
+    # A port's GIDs are its netdev's IP addresses (RoCEv2): NCCL picks a GID by address (NCCL_IB_ADDR_RANGE, or
+    # fabric.gidIndex), so every rail needs a subnet and a pod an address on the rail (a network attachment or the
+    # host's netdev), which the preflight looks for in the HCA's GID table. InfiniBand routes by LID and GUID.
+    gid_from_address: bool
+    # The device plugin resource of a node's fabric devices when they are not rails: a pod requests its GPUs'
+    # share of fabric.efaDevicesPerNode, which the kind then needs (and no other kind takes).
+    node_resource: str | None
+
+    @property
+    def ipoib(self) -> bool:
+        """The rails are InfiniBand links, which carry IP only as IPoIB: a pod's own interface on a rail is an IPoIB
+        child of a shared port or an InfiniBand VF (SR-IOV linkType ib), never a macvlan or an Ethernet VF."""
+        return self.link_layer == "InfiniBand"
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,13 @@ class AttachmentKind:
     host_hca_names: bool  # pods see the host's HCA names (NCCL_IB_HCA lists them); False: VFs are renamed
     interface_role: str  # what fabric.rails[].interface names on the host
 
+    @property
+    def sriov_operator(self) -> bool:
+        """The SR-IOV Network Operator creates the rail's VFs and runs their device plugin: its chart is on, its node
+        policies drain nodes (fabric.sriovMaxUnavailable), and a rail's PF may be named by PCI address
+        (fabric.rails[].rootDevices) instead of by interface."""
+        return self.device_plugin == "sriov"
+
 
 KINDS: Mapping[FabricKind, Kind] = {
     "infiniband": Kind(
@@ -59,18 +82,22 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net="IB",
         ib_env=True,
         link_layer="InfiniBand",
+        gid_from_address=False,
+        node_resource=None,
     ),
     "roce": Kind(
         name="roce",
         transport="roce",
         rdma=True,
         rails=True,
-        # rdma-only is not offered: a RoCE GID is an IP address on the rail's netdev, which a pod reaches only
-        # through a network attachment (or the host's network namespace).
+        # rdma-only is not offered: with gid_from_address a pod needs an address on the rail, and rdma-only gives
+        # it neither a network attachment nor the host's netdevs.
         attachments=("sriov", "shared", "hostdevice", "hostnetwork"),
         nccl_net="IB",
         ib_env=True,
         link_layer="Ethernet",
+        gid_from_address=True,
+        node_resource=None,
     ),
     "efa": Kind(
         name="efa",
@@ -81,6 +108,8 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net="Libfabric",
         ib_env=False,
         link_layer=None,
+        gid_from_address=False,
+        node_resource=EFA_RESOURCE,
     ),
     "tcp": Kind(
         name="tcp",
@@ -91,6 +120,8 @@ KINDS: Mapping[FabricKind, Kind] = {
         nccl_net=None,
         ib_env=False,
         link_layer=None,
+        gid_from_address=False,
+        node_resource=None,
     ),
 }
 

@@ -1,7 +1,7 @@
 """What NCCL actually reads: a catalogue over NVIDIA's own variable list (NCCL v2.30.7).
 
-`data/nccl_env.json` is a verbatim copy of `../shared/upstream/nccl_env.json` (a test keeps them equal). It is
-vendored because the program needs it under `pulumi up` on machines that do not have the shared tree.
+`data/nccl_env.json` is that list compiled at NVIDIA/nccl@v2.30.7-1 (docs/userguide/source/env.rst and a scan of
+src/ and plugins/), pinned by sha256 in upstream.lock.yaml (a test checks it); the program reads it under `pulumi up`.
 Pure module: config validation, the fabric model and the policy pack all classify names through here.
 """
 

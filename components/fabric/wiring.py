@@ -31,12 +31,10 @@ import json
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from components.fabric import kinds, nccl
+from components.fabric import addressing, kinds, nccl
 from components.model.config import FabricConfig
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-HOSTDEV_RESOURCE_PREFIX = kinds.ATTACHMENTS["hostdevice"].resource_prefix
 
 PLATFORM_OWNED = nccl.PLATFORM_OWNED
 
@@ -56,8 +54,7 @@ class Rail:
     speed_gbps: int
 
     def pod_interface(self, position: int) -> str:
-        """Multus names secondary interfaces net1..netN in annotation order."""
-        return f"net{position + 1}"
+        return addressing.secondary_interface(position)
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ def rails(fabric: FabricConfig) -> list[Rail]:
 
 def pod_interfaces(fabric: FabricConfig) -> list[str]:
     """A training pod's interfaces: its primary and one per rail on a secondary network, in Multus' order."""
-    return fabric.pod_interfaces
+    return addressing.pod_interfaces(fabric.pod_interface, fabric.attachment, len(fabric.rails))
 
 
 def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) -> str | None:
@@ -177,7 +174,7 @@ def nccl_env(fabric: FabricConfig, used: list[Rail], debug: bool = False) -> dic
             env["NCCL_IB_HCA"] = ib_hca(fabric, used)
             if fabric.gid_index is not None:
                 env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
-            elif fabric.kind == "roce" and (addr_range := ib_addr_range(used)) is not None:
+            elif fabric.kind_row.gid_from_address and (addr_range := ib_addr_range(used)) is not None:
                 env["NCCL_IB_ADDR_RANGE"] = addr_range
         case "efa":
             # aws-ofi-nccl >= 1.7 with libfabric >= 1.18 no longer needs these, older plugins do; harmless on new.
@@ -225,9 +222,9 @@ def pod_wiring(
     on_networks = fabric.secondary_network and bool(used)
     annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if on_networks else {}
     resources = {r.resource: 1 for r in used}
-    if fabric.kind == "efa":
+    if (node_resource := fabric.kind_row.node_resource) is not None:
         per_node = fabric.efa_devices_per_node or 0
-        resources[EFA_RESOURCE] = max(1, per_node * gpus // gpus_per_node)
+        resources[node_resource] = max(1, per_node * gpus // gpus_per_node)
     return PodWiring(
         annotations=annotations,
         resources=resources,

@@ -21,8 +21,11 @@ import pulumi
 
 from components import k8s, versions
 from components.fabric import wiring as fabric
-from components.jobs import training_job
-from components.model.config import AcceptanceConfig, FabricConfig, JobSpec
+from components.jobs import component
+from components.jobs.launch import mpirun_command
+from components.jobs.resolve import Resolved, resolve
+from components.model.config import AcceptanceConfig, FabricConfig
+from components.model.job import JobSpec
 from components.model.profile import Profile, QueueProfile
 from components.platform import volcano
 
@@ -31,7 +34,7 @@ QUEUE = "fastpath-acceptance"
 MARKER = "fastpath-acceptance:"
 CHECK_ANNOTATION = "fastpath.dev/check"
 # One-node allreduce floors (GB/s) by GPU product label: NCCL's ring reaches ~370 on 8 x H100/H200 SXM (NVLink4)
-# and ~230 on 8 x A100 SXM (NVLink3) (../shared/reference/topology.md); the floor leaves room, a broken NVLink
+# and ~230 on 8 x A100 SXM (NVLink3) (H100: NVIDIA/nccl-tests issue #212); the floor leaves room, a broken NVLink
 # or a PCIe fallback lands far below it.
 NVLINK_FLOORS = (("H200", 300.0), ("H100-80GB-HBM3", 300.0), ("H100-SXM", 300.0), ("A100-SXM", 150.0))
 
@@ -88,7 +91,7 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
     )
 
 
-def hosts(r: training_job.Resolved, n: int) -> list[str]:
+def hosts(r: Resolved, n: int) -> list[str]:
     """The first `n` rank hosts of the job, as mpirun reaches them (`-H` names them explicitly, so the hostfile's
     order does not matter). v2: the launcher is itself a rank host (runLauncherAsNode) and is taken first, so a
     one-node run stays on the launcher's own node; then the `node` pods, by the JobSet's headless names (the
@@ -99,12 +102,12 @@ def hosts(r: training_job.Resolved, n: int) -> list[str]:
     return [f"{name}-worker-{i}" for i in range(n)]
 
 
-def series_script(r: training_job.Resolved, counts: list[int]) -> str:
+def series_script(r: Resolved, counts: list[int]) -> str:
     """The launcher's series: each node count in turn on the first N workers, between marker lines; the job
     fails if any run failed, after all ran. On v2 a failed launcher would restart the whole gang (the runtime's
     failure policy) and measure again: the series ends with its status on a marker line instead, and the
     verdict is the check commands'."""
-    base = training_job.mpirun_command(r)
+    base = mpirun_command(r)
     np_at = base.index("-np")
     lines = ["status=0"]
     for n in counts:
@@ -133,10 +136,10 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     sched = profile.scheduler
     if sched.name:
         profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
-    r = training_job.resolve(
+    r = resolve(
         job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile, "fastpath:platform.acceptance"
     )
-    manifest = training_job.manifest(r)
+    manifest = component.manifest(r)
     if r.api == "v2":
         manifest["spec"]["trainer"]["command"] = ["sh", "-c", series_script(r, counts)]
         logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
@@ -215,7 +218,7 @@ class FabricAcceptance(pulumi.ComponentResource):
             depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
         # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable
         # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go), so an update in place would be
-        # refused. Replaced, deleted first, as training jobs are (training_job.TrainingJob).
+        # refused. Replaced, deleted first, as training jobs are (component.TrainingJob).
         self.jobs = [
             k8s.apply(
                 manifest,

@@ -1,10 +1,16 @@
-"""Typed stack config: the `fastpath:platform` object (one cluster) and the `fastpath:jobs` list.
+"""Typed platform config: the `fastpath:platform` object (one cluster), and ConfigError, the one error a refused
+stack file raises. The `fastpath:jobs` entries are components/model/job.py; what both share,
+components/model/base.py.
 
 Every key is camelCase in the stack file (`gpu.perNode`), every model refuses unknown keys, and every rule that
 spans keys lives in a model validator, so a bad stack file is refused before any resource is registered, with
 the file, the key path and the fix:
 
     stacks/Pulumi.prod-ib.yaml: fastpath:platform.fabric.rails[2].hca: Field required
+
+Facts derived from the config for the builders live with the knowledge they need: NV-IPAM block sizes and
+Multus interface names in components/fabric/addressing.py (the subnet rules here read them), a rail's networks
+and resources in components/fabric/wiring.py.
 
 Field docstrings are the config reference (docs/config.md is generated from them by tools/gendocs.py).
 """
@@ -13,14 +19,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable
-from typing import Annotated, Literal, assert_never
+from collections.abc import Iterable
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from components import k8s_syntax, versions
-from components.fabric import kinds, nccl
+from components.fabric import addressing, kinds, nccl
+from components.model.base import DnsLabel, DnsName, JobApi, LabelValue, Model, NoSpace, QualifiedName, image_problem
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
@@ -33,25 +39,8 @@ def _either(names: Iterable[str]) -> str:
     return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]
 
 
-def _rule(check: Callable[[str], str | None]) -> AfterValidator:
-    """A pydantic validator from a k8s_syntax check: the check's message is the error."""
-
-    def run(value: str) -> str:
-        if (problem := check(value)) is not None:
-            raise ValueError(problem)
-        return value
-
-    return AfterValidator(run)
-
-
-# Kubernetes syntax, refused here with the fix rather than by the API server (components/k8s_syntax.py).
-DnsLabel = Annotated[str, _rule(k8s_syntax.dns1123_label)]
-DnsName = Annotated[str, _rule(k8s_syntax.dns1123_subdomain)]
-QualifiedName = Annotated[str, _rule(k8s_syntax.qualified_name)]
-EnvName = Annotated[str, _rule(k8s_syntax.env_var_name)]
-SecretKey = Annotated[str, _rule(k8s_syntax.config_map_key)]
-NoSpace = Annotated[str, Field(min_length=1, pattern=r"^\S+$")]
-Int32 = Annotated[int, Field(le=k8s_syntax.INT32_MAX)]
+def _quoted(names: Iterable[str]) -> str:
+    return _either(repr(n) for n in names)
 
 
 class ConfigError(Exception):
@@ -88,25 +77,8 @@ class ConfigError(Exception):
         return lines
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        use_attribute_docstrings=True,
-    )
-
-    def to_config(self) -> dict:
-        """The stack-file form (camelCase, defaults filled): serializable, and read back by model_validate."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
-# --------------------------------------------------------------------------------------------- platform
-
-
-class GpuConfig(_Model):
-    product: Annotated[str, _rule(k8s_syntax.label_value)]
+class GpuConfig(Model):
+    product: LabelValue
     """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
     training pods get a nodeSelector on it. The name `nvidia-smi` prints (`NVIDIA A100-SXM4-80GB`) is taken in
     the label's form, spaces as `-`, as GPU Feature Discovery writes it. Required."""
@@ -130,7 +102,7 @@ class GpuConfig(_Model):
         return k8s_syntax.gfd_label(v) if isinstance(v, str) else v
 
 
-class NodesConfig(_Model):
+class NodesConfig(Model):
     count: Annotated[int, Field(gt=0, le=100000)]
     """Number of GPU training nodes in the cluster; bounds queue capabilities and job sizes. Required."""
     memory_gib: Annotated[int, Field(gt=0, le=1048576, alias="memoryGiB")]
@@ -143,7 +115,7 @@ class NodesConfig(_Model):
     toward one domain. Default `topology.kubernetes.io/zone`."""
 
 
-class RailConfig(_Model):
+class RailConfig(Model):
     name: Annotated[str, Field(pattern=RAIL_NAME)] | None = None
     """Short name of the rail (lowercase letters and digits, max 15); it names the network attachment and
     the device-plugin resource. Default `rail<index>`."""
@@ -180,7 +152,7 @@ class RailConfig(_Model):
         return v
 
 
-class FabricConfig(_Model):
+class FabricConfig(Model):
     kind: kinds.FabricKind
     """Inter-node fabric: `infiniband`, `roce`, `efa` (AWS) or `tcp` (no RDMA; NCCL uses sockets). Required."""
     attachment: kinds.Attachment | None = None
@@ -248,38 +220,45 @@ class FabricConfig(_Model):
         if row.attachments and not self.attachment:
             raise ValueError(f"fabric.kind {self.kind!r} needs fabric.attachment: {_either(row.attachments)}")
         if self.attachment and self.attachment not in row.attachments:
-            why = {
-                "rdma-only": ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
+            refused = kinds.ATTACHMENTS[self.attachment]
+            why = (
+                ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
                 "a network attachment or the host network"
-            }.get(self.attachment, "")
+                if row.gid_from_address and not (refused.secondary_network or refused.host_network)
+                else ""
+            )
             raise ValueError(
                 f"fabric.attachment {self.attachment!r} does not work on fabric.kind {self.kind!r}"
                 f"{why}; use {_either(row.attachments)}"
             )
-        if self.kind == "efa" and not self.efa_devices_per_node:
-            raise ValueError("fabric.kind 'efa' needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
-        if self.kind != "efa" and self.efa_devices_per_node:
-            raise ValueError("fabric.efaDevicesPerNode is only for fabric.kind 'efa'")
+        if row.node_resource is not None and not self.efa_devices_per_node:
+            raise ValueError(f"fabric.kind {self.kind!r} needs fabric.efaDevicesPerNode (p4d 4, p5 32, p5en 16)")
+        if row.node_resource is None and self.efa_devices_per_node:
+            counted = _quoted(k for k, r in kinds.KINDS.items() if r.node_resource is not None)
+            raise ValueError(f"fabric.efaDevicesPerNode is only for fabric.kind {counted}")
         for name, value in self.overrides.items():
             if (p := tcp_on_rdma(self, name, value)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p}")
         if (ifname := self.overrides.get("NCCL_SOCKET_IFNAME")) is not None:
-            if (p := nccl.socket_ifname_problem(ifname, self.pod_interfaces)) is not None:
+            interfaces = addressing.pod_interfaces(self.pod_interface, self.attachment, len(self.rails))
+            if (p := nccl.socket_ifname_problem(ifname, interfaces)) is not None:
                 raise ValueError(f"fabric.ncclOverrides.{p} (or change fabric.podInterface)")
         if self.nccl_net is not None and not row.rdma:
             raise ValueError(
                 f"fabric.ncclNet is for RDMA fabrics; fabric.kind {self.kind!r} uses NCCL's Socket "
                 "transport: remove fabric.ncclNet"
             )
-        if self.gid_index is not None and self.kind != "roce":
-            raise ValueError("fabric.gidIndex only applies to fabric.kind 'roce' (InfiniBand ignores it)")
+        if self.gid_index is not None and not row.gid_from_address:
+            by_address = _quoted(k for k, r in kinds.KINDS.items() if r.gid_from_address)
+            raise ValueError(f"fabric.gidIndex only applies to fabric.kind {by_address} (InfiniBand ignores it)")
+        vfs = _quoted(a for a, r in kinds.ATTACHMENTS.items() if r.sriov_operator)
         # (compared with the default too: the profile's fabric round-trips through to_config, defaults included)
         if (
-            self.attachment != "sriov"
+            not (self.attachment_row is not None and self.attachment_row.sriov_operator)
             and "sriov_max_unavailable" in self.model_fields_set
             and self.sriov_max_unavailable != 1
         ):
-            raise ValueError("fabric.sriovMaxUnavailable only applies to fabric.attachment 'sriov': remove it")
+            raise ValueError(f"fabric.sriovMaxUnavailable only applies to fabric.attachment {vfs}: remove it")
         if self.host_network and "pod_interface" not in self.model_fields_set:
             raise ValueError(
                 "fabric.attachment 'hostnetwork' puts pods on the node's interfaces: set "
@@ -290,25 +269,26 @@ class FabricConfig(_Model):
             att = kinds.ATTACHMENTS[self.attachment]
             what = att.interface_role
             for i, rail in enumerate(self.rails):
-                if self.attachment == "sriov":
+                if att.sriov_operator:
                     if (rail.interface is None) == (rail.root_devices is None):
                         raise ValueError(
-                            f"fabric.attachment 'sriov' needs exactly one of fabric.rails[{i}].interface "
+                            f"fabric.attachment {self.attachment!r} needs exactly one of fabric.rails[{i}].interface "
                             f"({what} on the host) or fabric.rails[{i}].rootDevices (its PCI "
                             "addresses): set one, remove the other"
                         )
                 elif rail.root_devices is not None:
                     raise ValueError(
-                        f"fabric.rails[{i}].rootDevices only applies to fabric.attachment 'sriov': "
+                        f"fabric.rails[{i}].rootDevices only applies to fabric.attachment {vfs}: "
                         f"set fabric.rails[{i}].interface ({what}) instead"
                     )
                 elif not rail.interface:
                     raise ValueError(
                         f"fabric.attachment {self.attachment!r} needs fabric.rails[{i}].interface: {what} on the host"
                     )
-                # A rail's subnet is what NV-IPAM hands out on a secondary network, and on RoCE the range NCCL
-                # picks GIDs from; an InfiniBand rail without a secondary network has no address to describe.
-                if rail.subnet is None and (att.secondary_network or self.kind == "roce"):
+                # A rail's subnet is what NV-IPAM hands out on a secondary network, and where GIDs are addresses
+                # (RoCE) the range NCCL picks them from; an InfiniBand rail without a secondary network has no
+                # address to describe.
+                if rail.subnet is None and (att.secondary_network or row.gid_from_address):
                     why = (
                         "NV-IPAM hands pods addresses from it"
                         if att.secondary_network
@@ -373,16 +353,8 @@ class FabricConfig(_Model):
     def secondary_network(self) -> bool:
         return self.attachment is not None and kinds.ATTACHMENTS[self.attachment].secondary_network
 
-    @property
-    def pod_interfaces(self) -> list[str]:
-        """A training pod's interfaces: its primary and one per rail on a secondary network, in the order Multus
-        names them (net1..netN). On the host network the pod has the node's interfaces; the primary is the one
-        that matters to NCCL bootstrap and gloo."""
-        rails = len(self.rails) if self.secondary_network else 0
-        return [self.pod_interface, *(f"net{i + 1}" for i in range(rails))]
 
-
-class QueueConfig(_Model):
+class QueueConfig(Model):
     name: DnsLabel
     """Volcano queue name; jobs name it in `queue`. Required."""
     weight: Annotated[int, Field(gt=0, le=65535)] = 1
@@ -397,7 +369,7 @@ class QueueConfig(_Model):
     reclaimed."""
 
 
-class SchedulerConfig(_Model):
+class SchedulerConfig(Model):
     queues: list[QueueConfig] = [QueueConfig(name="training")]
     """Volcano queues. Default: one queue `training` with weight 1 and no cap."""
     default_queue: str | None = None
@@ -420,7 +392,7 @@ class SchedulerConfig(_Model):
         return self.default_queue or self.queues[0].name
 
 
-class NfsConfig(_Model):
+class NfsConfig(Model):
     server: NoSpace
     """NFS server host name or address. Required."""
     share: Annotated[str, Field(pattern=r"^/\S*$")]
@@ -431,7 +403,7 @@ class NfsConfig(_Model):
     """NFS mount options (the RDMA ones are added when `rdma` is true). Default nfsvers=4.1, hard, nconnect=8."""
 
 
-class CheckpointConfig(_Model):
+class CheckpointConfig(Model):
     nfs: NfsConfig | None = None
     """Install csi-driver-nfs and a StorageClass for this NFS export. Exactly one of `nfs` or `storageClass`."""
     storage_class: DnsName | None = None
@@ -449,7 +421,7 @@ class CheckpointConfig(_Model):
         return self
 
 
-class MonitoringConfig(_Model):
+class MonitoringConfig(Model):
     enabled: bool = False
     """The cluster runs the Prometheus Operator: create ServiceMonitors (the GPU Operator's DCGM exporter).
     Default false."""
@@ -467,7 +439,7 @@ class MonitoringConfig(_Model):
         return self
 
 
-class VersionsConfig(_Model):
+class VersionsConfig(Model):
     gpu_operator: str = versions.GPU_OPERATOR_VERSION
     """nvidia/gpu-operator chart version. Default pinned in components/versions.py."""
     network_operator: str = versions.NETWORK_OPERATOR_VERSION
@@ -483,7 +455,7 @@ class VersionsConfig(_Model):
     components/versions.py."""
 
 
-class ComponentsConfig(_Model):
+class ComponentsConfig(Model):
     gpu_operator: bool = True
     """Install the NVIDIA GPU Operator. Default true."""
     network_operator: bool | None = None
@@ -497,7 +469,7 @@ class ComponentsConfig(_Model):
     """Install the checkpoint StorageClass/claims. Default true."""
 
 
-class AcceptanceConfig(_Model):
+class AcceptanceConfig(Model):
     enabled: bool = False
     """Declare the fabric acceptance job: nccl-tests all_reduce_perf wired exactly like a training job, one node
     count after another in a single MPIJob on a queue of its own. Default false."""
@@ -534,11 +506,7 @@ class AcceptanceConfig(_Model):
         return self
 
 
-JobApi = Literal["v1", "v2"]
-"""A job API: `v1` Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob), `v2` Kubeflow Trainer (TrainJob)."""
-
-
-class TrainerConfig(_Model):
+class TrainerConfig(Model):
     """Kubeflow Trainer v2: the runtimes fastpath publishes (ClusterTrainingRuntimes) and what they decide for every
     TrainJob that names them (a TrainJob cannot change its failure policy or cleanup)."""
 
@@ -571,7 +539,7 @@ class TrainerConfig(_Model):
         return self
 
 
-class PlatformConfig(_Model):
+class PlatformConfig(Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
     training_namespaces: Annotated[list[DnsLabel], Field(min_length=1)] = ["training"]
@@ -627,9 +595,12 @@ class PlatformConfig(_Model):
                 "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
                 "gpu.gpuDirect 'dmabuf' instead"
             )
-        if self.fabric.kind == "tcp" and self.gpu.gpu_direct != "none" and "gpu_direct" in self.gpu.model_fields_set:
-            raise ValueError("gpu.gpuDirect has no effect on fabric.kind 'tcp': set it to 'none' or remove it")
-        capacity = self.nodes.count * self.gpu.per_node
+        fabric = self.fabric
+        if not fabric.kind_row.rdma and self.gpu.gpu_direct != "none" and "gpu_direct" in self.gpu.model_fields_set:
+            raise ValueError(
+                f"gpu.gpuDirect has no effect on fabric.kind {fabric.kind!r}: set it to 'none' or remove it"
+            )
+        capacity = self.gpu_capacity
         for i, q in enumerate(self.scheduler.queues):
             if q.gpus is not None and q.gpus > capacity:
                 raise ValueError(
@@ -647,13 +618,14 @@ class PlatformConfig(_Model):
                 f"checkpoints.nfs.rdma needs RDMA NICs on the GPU nodes, but fabric.kind is "
                 f"{self.fabric.kind!r}: set checkpoints.nfs.rdma false (plain NFS over TCP)"
             )
-        block, blocks = self.ip_block_size, self.ip_blocks_needed
+        block = addressing.block_size(self.fabric.attachment, self.fabric.vfs_per_pf, self.gpu.per_node)
+        blocks = addressing.blocks_needed(self.nodes.count)
         for i, rail in enumerate(self.fabric.rails if self.fabric.secondary_network else []):
             if rail.subnet is None:
                 continue
-            usable = rail.subnet.num_addresses - 2  # nv-ipam never hands out the network or broadcast address
+            usable = addressing.usable_addresses(rail.subnet)
             if usable < blocks * block:
-                prefix = 32 - (blocks * block + 2 - 1).bit_length()
+                prefix = addressing.smallest_prefix(blocks * block)
                 raise ValueError(
                     f"fabric.rails[{i}].subnet {rail.subnet} holds {usable // block} blocks of {block} addresses, but "
                     f"nodes.count {self.nodes.count} needs {blocks}: one per node plus {blocks - self.nodes.count} "
@@ -731,268 +703,11 @@ class PlatformConfig(_Model):
     def gpu_capacity(self) -> int:
         return self.nodes.count * self.gpu.per_node
 
-    @property
-    def ip_block_size(self) -> int:
-        """NV-IPAM perNodeBlockSize of every rail pool: the most pods one node can attach to a rail at once
-        (`sriov`: fabric.vfsPerPf VFs; `shared`: one pod per GPU; `hostdevice`: the PF goes to one pod), times
-        2, because a replacement pod takes its address while the pod it replaces may still be terminating."""
-        per_node: int
-        match self.fabric.attachment:
-            case "sriov":
-                per_node = self.fabric.vfs_per_pf
-            case "shared":
-                per_node = self.gpu.per_node
-            case "hostdevice":
-                per_node = 1
-            case "hostnetwork" | "rdma-only" | None:  # no secondary network, no IPAM
-                per_node = 0
-            case other:
-                assert_never(other)
-        return 2 * per_node
-
-    @property
-    def ip_blocks_needed(self) -> int:
-        """Blocks each rail subnet must hold: one per GPU node plus spares (a quarter of the nodes, at least 2)
-        for nodes that join or replace others before the old Node object is deleted."""
-        return self.nodes.count + max(2, -(-self.nodes.count // 4))
-
-
-# --------------------------------------------------------------------------------------------- jobs
-
-# Set by the Training Operator, torchrun or fastpath itself: a job's `env` may not set them (the value would be
-# silently replaced, or would break rendezvous); `envOverrides` takes the NCCL/launcher ones on purpose.
-# Where every job's checkpoint directory is mounted (profile.checkpoints.mountRoot).
-CHECKPOINT_ROOT = "/checkpoints"
-LAUNCHER_OWNED = (
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "TF_CONFIG",
-    "CHECKPOINT_DIR",
-    "PYTHONUNBUFFERED",
-    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
-)
-LAUNCHER_PREFIXES = ("PET_", "OMPI_MCA_", "TORCHELASTIC_")
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
-IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-
-
-def image_problem(image: str) -> str | None:
-    shown = k8s_syntax.short(image)
-    if image != image.strip() or any(ch.isspace() for ch in image):
-        return f"image {shown} contains whitespace: the kubelet could not pull it; remove the spaces"
-    if IMAGE_DIGEST.search(image):
-        return None
-    last = image.rsplit("/", 1)[-1]
-    if ":" not in last:
-        return f"image {shown} has no tag: pin a version tag or an @sha256 digest"
-    if last.rsplit(":", 1)[1] == "latest":
-        return f"image {shown} uses `latest`: pin a version tag or an @sha256 digest"
-    return None
-
-
-class ElasticSpec(_Model):
-    min_nodes: Annotated[int, Field(gt=0, le=100000)]
-    """Fewest nodes the job runs on; the gang scheduler waits for this many. Required."""
-    max_nodes: Annotated[int, Field(gt=0, le=100000)]
-    """Most nodes the job grows to. Required; at least minNodes."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved(cls, data: object) -> object:
-        if isinstance(data, dict) and "maxRestarts" in data:
-            raise ValueError(
-                "elastic.maxRestarts moved to the job's maxRestarts (it applies to every pytorch job "
-                "now): write maxRestarts: N beside elastic"
-            )
-        return data
-
-    @model_validator(mode="after")
-    def _order(self) -> ElasticSpec:
-        if self.min_nodes > self.max_nodes:
-            raise ValueError(
-                f"elastic.minNodes ({self.min_nodes}) is larger than elastic.maxNodes "
-                f"({self.max_nodes}): swap them or raise maxNodes"
-            )
-        return self
-
-
-class SecretRef(_Model):
-    secret: DnsName
-    """Name of the Secret in the job's namespace. Required."""
-    key: SecretKey
-    """Key within the Secret. Required."""
-
-
-class DatasetSpec(_Model):
-    claim: DnsName
-    """An existing PersistentVolumeClaim in the job's namespace, mounted read-only. Required."""
-    mount_path: Annotated[str, Field(pattern=r"^/\S*$")]
-    """Where the dataset appears in the container. Required."""
-
-
-class JobSpec(_Model):
-    """A training job as a researcher describes it: no fabric details. One `fastpath:jobs` entry, or
-    TrainingJobArgs.spec in Python."""
-
-    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
-    """Job name (lowercase letters, digits, `-`; starts with a letter). Pod names derive from it. Required."""
-    image: Annotated[str, Field(min_length=1)]
-    """Container image with a pinned tag or @sha256 digest (never `latest`). Required."""
-    command: Annotated[list[str], Field(min_length=1)]
-    """What each process runs, as you would run it on one machine (`[python, train.py, --lr, 3e-4]`); fastpath
-    launches it with torchrun (pytorch) or mpirun (mpi). Required."""
-    framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
-    """`pytorch` (PyTorchJob + torchrun, default), `mpi` (MPIJob v1: Horovod, DeepSpeed with MPI) or
-    `tensorflow` (TFJob, Chief + Workers)."""
-    nodes: Annotated[int, Field(gt=0, le=100000)] | None = None
-    """Number of nodes (one pod per node). Exactly one of `nodes` or `elastic`."""
-    elastic: ElasticSpec | None = None
-    """Elastic size (pytorch only): worker-only job with c10d rendezvous between minNodes and maxNodes."""
-    gpus_per_node: Annotated[int, Field(gt=0)] | None = None
-    """GPUs (and processes) per node. Default: all of a node's GPUs."""
-    namespace: str | None = None
-    """Training namespace. Default: the platform's first training namespace."""
-    queue: str | None = None
-    """Volcano queue. Default: the platform's default queue."""
-    priority_class: str | None = None
-    """Priority tier: training-critical, training-standard (default) or training-preemptible."""
-    memory_gib: int | None = Field(default=None, gt=0, alias="memoryGiB")
-    """Memory limit of each pod in GiB, /dev/shm included. Default: 90% of the node's share for the GPUs used."""
-    shm_gib: int | None = Field(default=None, gt=0, alias="shmGiB")
-    """Size of /dev/shm in GiB (memory-backed, counted in the memory limit). Default: 16 per GPU, at most a
-    quarter of the memory limit."""
-    cpus: Annotated[int, Field(gt=0)] | None = None
-    """CPUs of each pod. Default: 90% of the node's share for the GPUs used."""
-    env: dict[EnvName, str] = {}
-    """Extra environment variables. Variables the platform sets (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, MASTER_ADDR,
-    ...) are refused here: put them in envOverrides to override on purpose. Secrets go in secretEnv."""
-    env_overrides: dict[EnvName, str] = {}
-    """Deliberate overrides of platform-set NCCL/launcher variables; shown as overrides in the job contract."""
-    secret_env: dict[EnvName, SecretRef] = {}
-    """Environment variables read from Secrets (e.g. HF_TOKEN: {secret: hf, key: token})."""
-    datasets: list[DatasetSpec] = []
-    """Existing claims mounted read-only."""
-    debug_nccl: bool = False
-    """Log NCCL at INFO with the INIT and NET subsystems (transport and HCA choice). Default false (WARN)."""
-    preflight: bool = True
-    """On RDMA fabrics, an init container checks GPUs, RDMA devices, HCAs, rail interfaces, memlock and /dev/shm
-    and fails fast with the fix instead of letting NCCL fall back to TCP. Default true."""
-    max_restarts: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Faults the job recovers from before it fails, each resuming from the last checkpoint. pytorch: torchrun
-    restarts of the worker group (a crashed process, a lost node: survivors re-rendezvous with the replacement
-    pod). mpi: relaunches of mpirun (the launcher's restarts, runPolicy.backoffLimit). Not for tensorflow, whose
-    workers cannot re-form a cluster: a fault fails the job and frees its nodes. Default 3."""
-    files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")], Annotated[str, Field(min_length=1)]] = {}
-    """Local files shipped with the job as a ConfigMap `<job>-files` mounted read-only at /workspace/files:
-    file name in the pod -> path relative to the Pulumi project (e.g. `{train.py: examples/train.py}`), the way
-    `kubectl create configmap --from-file` would. For small scripts and configs (1 MiB in all); code that is
-    not in the image."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] = 259200
-    """Seconds a finished job (and its logs) is kept. Default 259200 (3 days). v1 only: a v2 run's cleanup is its
-    runtime's (fastpath:platform.trainer.ttlSecondsAfterFinished)."""
-    api: JobApi | None = None
-    """`v1` (PyTorchJob/MPIJob/TFJob) or `v2` (a TrainJob naming one of the platform's runtimes). Only on clusters
-    with jobApi `both`, where the default is v1; elsewhere the cluster's API."""
-
-    @field_validator("env", "env_overrides", mode="before")
-    @classmethod
-    def _stringify(cls, v: object) -> object:
-        if isinstance(v, dict):
-            for k, val in v.items():
-                if isinstance(val, bool):
-                    raise ValueError(f"{k}: write 1 or 0 (or quote the string), not {str(val).lower()}")
-            return {k: str(val) if isinstance(val, int | float) else val for k, val in v.items()}
-        return v
-
-    @model_validator(mode="after")
-    def _rules(self) -> JobSpec:
-        problems = []
-        if (p := image_problem(self.image)) is not None:
-            problems.append(p)
-        if (self.nodes is None) == (self.elastic is None):
-            problems.append("set exactly one of nodes (fixed size) or elastic (minNodes/maxNodes)")
-        if self.elastic is not None and self.framework != "pytorch":
-            problems.append(f"elastic is only for framework pytorch, not {self.framework}: set nodes instead")
-        longest = max(self.pod_names(), key=len)
-        if len(longest) > 63:
-            problems.append(
-                f"name {self.name!r} makes the pod name {longest!r} ({len(longest)} characters), over "
-                f"Kubernetes' 63: shorten the name by {len(longest) - 63}"
-            )
-        for name, value in self.env.items():
-            if owned_by_platform(name):
-                problems.append(
-                    f"env.{name} is set by the platform (fabric or launcher); remove it, or move it "
-                    "to envOverrides to override it on purpose"
-                )
-            elif SECRET_NAME.search(name):
-                problems.append(
-                    f"env.{name} looks like a secret: put it in secretEnv "
-                    "({secret: <name>, key: <key>}) so it never appears in the stack or manifests"
-                )
-            problems += nccl_problems("env", name, value)
-        for name, value in self.env_overrides.items():
-            if not owned_by_platform(name):
-                problems.append(f"envOverrides.{name} is not a platform-set variable: put it in env")
-            problems += nccl_problems("envOverrides", name, value)
-        clash = sorted(set(self.secret_env) & (set(self.env) | set(self.env_overrides)))
-        if clash:
-            problems.append(f"{', '.join(clash)} set both in secretEnv and env: keep one")
-        problems += self._mount_problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    def _mount_problems(self) -> list[str]:
-        """A dataset mounted on a path fastpath mounts (or inside one, or around one) would hide it or be hidden:
-        the API server refuses two mounts on one path, and a nested one shadows the other."""
-        owned = {
-            "/dev/shm": "/dev/shm",
-            CHECKPOINT_ROOT: "the checkpoint claim",
-            "/workspace/files": "files",
-            "/fastpath": "the preflight script",
-        }
-        out = []
-        for i, d in enumerate(self.datasets):
-            for path, what in owned.items():
-                if k8s_syntax.under(d.mount_path, path) or k8s_syntax.under(path, d.mount_path):
-                    out.append(
-                        f"datasets[{i}].mountPath {d.mount_path} collides with {path} ({what}): mount the "
-                        "dataset elsewhere, e.g. /data"
-                    )
-            for j in range(i):
-                other = self.datasets[j].mount_path
-                if k8s_syntax.under(d.mount_path, other) or k8s_syntax.under(other, d.mount_path):
-                    out.append(
-                        f"datasets[{i}].mountPath {d.mount_path} and datasets[{j}].mountPath {other} "
-                        "overlap: give each dataset a path of its own"
-                    )
-        return out
-
-    @property
-    def max_nodes(self) -> int:
-        return self.nodes if self.nodes is not None else (self.elastic.max_nodes if self.elastic else 1)
-
-    @property
-    def min_nodes(self) -> int:
-        return self.nodes if self.nodes is not None else (self.elastic.min_nodes if self.elastic else 1)
-
-    def pod_names(self) -> list[str]:
-        """The operator's pod names (also their headless Service names, DNS labels of at most 63)."""
-        n = self.max_nodes
-        first = {"pytorch": "master-0", "mpi": "launcher", "tensorflow": "chief-0"}[self.framework]
-        return [f"{self.name}-{first}", f"{self.name}-worker-{max(0, n - 1)}"]
-
 
 def tcp_on_rdma(fabric: FabricConfig, name: str, value: str) -> str | None:
     """`NAME=value: why` when an override would put an RDMA cluster's pods on TCP: fastpath never renders a job
     that the policy pack refuses (nccl-ib-enabled)."""
-    if fabric.kind == "tcp":
+    if not fabric.kind_row.rdma:
         return None
     if (name == "NCCL_IB_DISABLE" and str(value).strip() == "1") or (
         name == "NCCL_NET" and str(value).strip().lower() == "socket"
@@ -1004,22 +719,3 @@ def tcp_on_rdma(fabric: FabricConfig, name: str, value: str) -> str | None:
     if name == "NCCL_NET":
         return f"{name}: set fabric.ncclNet instead (one name for the whole cluster, checked by ncclcheck)"
     return None
-
-
-def owned_by_platform(name: str) -> bool:
-    return name in nccl.PLATFORM_OWNED or name in LAUNCHER_OWNED or name.startswith(LAUNCHER_PREFIXES)
-
-
-def nccl_problems(where: str, name: str, value: str) -> list[str]:
-    if not name.startswith("NCCL_"):
-        return []
-    verdict = nccl.classify(name)
-    if not verdict.ok and verdict.status != "deprecated":
-        return [f"{where}.{verdict.hint}"]
-    p = nccl.value_problem(name, value)
-    return [f"{where}.{p}"] if p else []
-
-
-class StackConfig(_Model):
-    platform: PlatformConfig
-    jobs: list[JobSpec] = []

@@ -14,7 +14,9 @@ from typing import Any
 from components.fabric import kinds
 from components.fabric import wiring as fabric
 from components.fabric.wiring import Rail
-from components.model.config import CHECKPOINT_ROOT, FabricConfig, JobApi, NodesConfig, PlatformConfig
+from components.model.base import JobApi
+from components.model.config import FabricConfig, NodesConfig, PlatformConfig
+from components.model.job import CHECKPOINT_ROOT
 
 SCHEDULER_NAME = "volcano"
 # What Volcano v1.15.1, as components/platform/volcano.py configures it, does with these tiers

@@ -1,9 +1,9 @@
 """Loading a stack: the `fastpath:*` keys of a stack file (or the Pulumi runtime's config) into a StackConfig,
 each job checked on its own and against the cluster, or one ConfigError naming the file and every bad key path.
 
-The models and their own rules are components/model/config.py; what a job may ask of a cluster is
-components/jobs/training_job.py (`problems`). This module is the only one that knows both, so neither imports the
-other's side.
+The models and their own rules are components/model/config.py (the cluster) and components/model/job.py (a
+job); what a job may ask of a cluster is components/jobs/checks.py (`problems`). This module is the only one
+that knows both, so neither imports the other's side.
 """
 
 from __future__ import annotations
@@ -15,12 +15,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from components import k8s_syntax
-from components.jobs import acceptance, training_job
-from components.model.config import ConfigError, JobSpec, PlatformConfig, StackConfig
+from components.jobs import acceptance, checks
+from components.model.base import Model
+from components.model.config import ConfigError, PlatformConfig
+from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 
 NAMESPACE = "fastpath"
 KNOWN_KEYS = ("platform", "jobs")
+
+
+class StackConfig(Model):
+    """A stack file's `fastpath:*` keys (docs/config.md's preamble documents them)."""
+
+    platform: PlatformConfig
+    jobs: list[JobSpec] = []
 
 
 SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
@@ -77,7 +86,7 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
 
 
 def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
-    """Each job on its own (JobSpec), then against this cluster's profile (training_job.problems), then names."""
+    """Each job on its own (JobSpec), then against this cluster's profile (checks.problems), then names."""
     prof = make_profile(platform)
     problems: list[str] = []
     out: list[JobSpec] = []
@@ -88,7 +97,7 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
         except ValidationError as err:
             problems += _problems(err, prefix)
             continue
-        problems += [f"{prefix}.{key}: {msg}" for key, msg in training_job.problems(job, prof)]
+        problems += [f"{prefix}.{key}: {msg}" for key, msg in checks.problems(job, prof)]
         out.append(job)
     names = [(j.namespace or prof.namespaces[0], j.name) for j in out]
     first: dict[tuple[str, str], int] = {}

@@ -9,8 +9,10 @@ from typing import assert_never
 import pulumi
 
 from components import k8s, versions
+from components.fabric import addressing
 from components.fabric import wiring as fab
 from components.model.config import PlatformConfig
+from components.platform import networks
 
 NAMESPACE = "nvidia-network-operator"
 COMPONENT = "network-operator"
@@ -39,7 +41,7 @@ def values(platform: PlatformConfig) -> dict:
     v: dict = {"nfd": {"enabled": not gpu_nfd}}  # pinned both ways (the chart's default is true)
     if gpu_nfd:
         v["nfd"]["deployNodeFeatureRules"] = False
-    if platform.fabric.attachment == "sriov":
+    if (att := platform.fabric.attachment_row) is not None and att.sriov_operator:
         v["sriovNetworkOperator"] = {"enabled": True}
         # The parent chart's default, pinned: the SriovOperatorConfig `default` it creates is what makes the
         # operator deploy its config daemon; without it no VF is ever configured.
@@ -135,7 +137,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     # network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go).
     if f.secondary_network:
         secondary: dict = {"cniPlugins": _image("plugins"), "multus": _image("multus-cni")}
-        if f.attachment == "shared" and f.kind == "infiniband":
+        if networks.cni(f) == "ipoib":
             secondary["ipoib"] = _image("ipoib-cni")
         spec["secondaryNetwork"] = secondary
         # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath
@@ -159,16 +161,18 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
 
 def ip_pools(platform: PlatformConfig) -> list[dict]:
     """One NV-IPAM IPPool per rail, in the operator's namespace (the only one nv-ipam watches), for the GPU
-    nodes only. Each node gets a block of `platform.ip_block_size` addresses (what it can attach at once, times
+    nodes only. Each node gets a block of `addressing.block_size` addresses (what it can attach at once, times
     2); the rest of the subnet stays free for nodes that join or replace others. nv-ipam gives every matching
     Node a block and frees it only when the Node object is deleted or stops matching
     (Mellanox/nvidia-k8s-ipam@network-operator-v26.4.1:pkg/ipam-controller/controllers/ippool/ippool.go
     `Reconcile`), so splitting the subnet evenly across today's nodes would leave a new node without a block
     and its pods in ContainerCreating. PlatformConfig refuses a subnet too small for nodes.count plus spares."""
     out: list[dict] = []
-    if not platform.fabric.secondary_network:
+    f = platform.fabric
+    if not f.secondary_network:
         return out
-    for r, rc in zip(fab.rails(platform.fabric), platform.fabric.rails, strict=True):
+    block = addressing.block_size(f.attachment, f.vfs_per_pf, platform.gpu.per_node)
+    for r, rc in zip(fab.rails(f), f.rails, strict=True):
         out.append(
             {
                 "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
@@ -176,7 +180,7 @@ def ip_pools(platform: PlatformConfig) -> list[dict]:
                 "metadata": k8s.meta(r.name, platform.cluster, COMPONENT, namespace=NAMESPACE),
                 "spec": {
                     "subnet": str(rc.subnet),
-                    "perNodeBlockSize": platform.ip_block_size,
+                    "perNodeBlockSize": block,
                     "nodeSelector": gpu_node_selector_term(platform),
                 },
             }

@@ -5,29 +5,45 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Literal, assert_never
 
 import pulumi
 
 from components import k8s
 from components.fabric import wiring as fab
-from components.model.config import PlatformConfig
+from components.model.config import FabricConfig, PlatformConfig
 
 COMPONENT = "networks"
 RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+
+Cni = Literal["host-device", "ipoib", "macvlan"]
+
+
+def cni(f: FabricConfig) -> Cni | None:
+    """The CNI plugin of fastpath's NetworkAttachmentDefinitions on this fabric, or None where it makes none
+    (`sriov`'s are the SR-IOV operator's; `hostnetwork` and `rdma-only` pods get no network per rail)."""
+    match f.attachment:
+        case "hostdevice":  # the PF's own netdev moves into the pod
+            return "host-device"
+        case "shared":  # a child interface of the host's port; InfiniBand carries no Ethernet frames for macvlan
+            return "ipoib" if f.kind_row.ipoib else "macvlan"
+        case "sriov" | "hostnetwork" | "rdma-only" | None:
+            return None
+        case other:
+            assert_never(other)
 
 
 def cni_config(platform: PlatformConfig, rail: fab.Rail) -> dict:
     f = platform.fabric
     conf: dict = {"cniVersion": "0.3.1", "name": rail.network}
-    match f.attachment:
-        case "hostdevice":
+    match cni(f):
+        case "host-device":
             conf["type"] = "host-device"
-        case "shared" if f.kind == "infiniband":
+        case "ipoib":
             conf.update({"type": "ipoib", "master": rail.host_interface})
-        case "shared":
+        case "macvlan":
             conf.update({"type": "macvlan", "master": rail.host_interface, "mode": "bridge"})
-        case "sriov" | "hostnetwork" | "rdma-only" | None:
+        case None:
             raise ValueError(f"fabric.attachment {f.attachment!r} has no NetworkAttachmentDefinition of fastpath's")
         case other:
             assert_never(other)

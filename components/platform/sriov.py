@@ -2,7 +2,7 @@
 SriovNetwork per rail in every training namespace.
 
 Upstream behaviour this relies on (the SR-IOV operator bundled with network-operator 26.4.1 is the
-Mellanox/sriov-network-operator@network-operator-26.4.x build; its CRDs are the ones in ../shared/upstream/crds):
+Mellanox/sriov-network-operator@network-operator-26.4.x build; upstream.lock.yaml pins its CRDs, crds/sriovnetwork.*):
 - A network CR may live in the namespace its pods run in, with `networkNamespace` empty: the operator then
   creates the NetworkAttachmentDefinition there, named like the CR (controllers/generic_network_controller.go;
   the network reconcilers run on a manager that watches every namespace, main.go `mgrGlobal`). So each training
@@ -76,7 +76,7 @@ def node_policies(platform: PlatformConfig) -> list[dict]:
             "nicSelector": nic,
             "numVfs": f.vfs_per_pf,
             "isRdma": True,
-            "linkType": "ib" if f.kind == "infiniband" else "eth",
+            "linkType": "ib" if f.kind_row.ipoib else "eth",
             "deviceType": "netdevice",
             "priority": 90,
         }
@@ -97,7 +97,7 @@ def networks(platform: PlatformConfig) -> list[dict]:
     """One network CR per rail in every training namespace, named `fabric.Rail.network`: the operator renders
     each into a NetworkAttachmentDefinition of the same name beside it, the name pods reference."""
     f = platform.fabric
-    kind = "SriovIBNetwork" if f.kind == "infiniband" else "SriovNetwork"
+    kind = "SriovIBNetwork" if f.kind_row.ipoib else "SriovNetwork"
     return [
         {
             "apiVersion": "sriovnetwork.openshift.io/v1",

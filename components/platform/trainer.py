@@ -1,8 +1,8 @@
 """Kubeflow Trainer v2: its controller and JobSet from the `kubeflow-trainer` chart, and the ClusterTrainingRuntimes
 fastpath publishes, one per framework and priority tier, each a whole node of this cluster wired for its fabric.
 
-Upstream behaviour this relies on (kubeflow/trainer@v2.3.0, kubernetes-sigs/jobset@v0.12.0; ../notes/trainer-v2.md
-f and g have the paths):
+Upstream behaviour this relies on (kubeflow/trainer@v2.3.0: charts/kubeflow-trainer/ and pkg/runtime/;
+kubernetes-sigs/jobset@v0.12.0; the code below names each file):
 - The chart installs the trainer controller, its CRDs (chart templates, so upgraded), and JobSet as a subchart
   (`jobset.install`); the controller makes its own webhook certificate (`certManagement.enable`), no cert-manager.
 - The trainer's volcano plugin watches PodGroups only if their CRD exists when it starts, so the release waits for
@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 
 from components import k8s, versions
-from components.jobs import training_job
+from components.jobs import trainjob
 from components.model.config import PlatformConfig
 from components.model.profile import Profile
 
@@ -105,9 +105,9 @@ def priority_class_rbac(cluster: str) -> list[dict[str, Any]]:
 
 
 def runtimes(profile: Profile) -> list[dict[str, Any]]:
-    """Every ClusterTrainingRuntime this cluster publishes (components/jobs/training_job.py builds each, so a
+    """Every ClusterTrainingRuntime this cluster publishes (components/jobs/trainjob.py builds each, so a
     TrainJob's contract is read off the same object)."""
-    return [training_job.runtime(profile, framework, tier) for _, framework, tier in profile.runtimes()]
+    return [trainjob.runtime(profile, framework, tier) for _, framework, tier in profile.runtimes()]
 
 
 @dataclass

@@ -13,17 +13,32 @@ Upstream behaviour this relies on (kubeflow/trainer@v1.9.4, read at the tag):
   from `--pytorch-init-container-template-file`; a missing file silently falls back to the built-in template,
   whose requests differ from its limits (pkg/controller.v1/pytorch/initcontainer.go). fastpath mounts its own
   template from a ConfigMap, with requests == limits, so worker pods can be Guaranteed.
+
+How it is installed: fastpath writes a kustomization (`kustomization()`) whose one resource is the overlay at its
+git ref and whose patches are all fastpath changes: the overlay's bare Namespace left out, the manager's flags,
+the template's mount and hash. `kustomize.v2.Directory` hands it to the Kubernetes provider, which fetches the
+overlay (kustomize's remote loader: `git` at the ref), builds it and registers every object itself. The program
+never holds the overlay's objects (six CRDs, megabytes that the SDK would otherwise wrap value by value); the
+render shows the kustomization, and tests build it over the upstream overlay when they have it
+(upstream.lock.yaml).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi
+import yaml
 
 from components import k8s, versions
 from components.model.config import PlatformConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(".cache") / "kustomize"
 
 NAMESPACE = "kubeflow"  # the overlay's `namespace:`
 COMPONENT = "training-operator"
@@ -51,10 +66,9 @@ INIT_CONTAINER_TEMPLATE = (
 
 
 def overlay_url(ref: str) -> str:
-    """The overlay in the one form kustomize.Directory (v1) fetches at a ref: https, `/tree/<ref>/<path>`. The
-    provider clones it with pulumi's gitutil, which takes the ref only from a `/tree/<ref>/` segment and drops a
-    `?ref=` query, and refuses a URL without an https or ssh scheme (tests/test_training_operator.py)."""
-    return f"{versions.TRAINING_OPERATOR_REPO}/tree/{ref}/{versions.TRAINING_OPERATOR_OVERLAY_PATH}"
+    """The overlay at `ref` in the form kustomize's remote loader fetches: `//` before the folder and `?ref=`
+    (`git fetch --depth=1 <repository> <ref>`; tests/test_training_operator.py watches kustomize do it)."""
+    return f"{versions.TRAINING_OPERATOR_REPO}//{versions.TRAINING_OPERATOR_OVERLAY_PATH}?ref={ref}"
 
 
 def manager_flags(platform: PlatformConfig) -> list[str]:
@@ -77,35 +91,74 @@ def init_template_configmap(platform: PlatformConfig) -> dict:
     }
 
 
-def configure_deployment(obj: dict, flags: list[str]) -> None:
-    """Patch the operator Deployment in place (a kustomize transformation; idempotent): `flags` appended to the
-    manager's args (replacing any earlier value of the same flag), the init-container template mounted from
-    its ConfigMap, and the template's hash on the pod template, so a changed template restarts the operator (it
-    reads the file once)."""
-    if obj.get("kind") != "Deployment" or obj.get("metadata", {}).get("name") != DEPLOYMENT:
-        return
-    pod = obj["spec"]["template"]
-    spec = pod["spec"]
-    names = {f.split("=", 1)[0] for f in flags}
-    for c in spec["containers"]:
-        if c.get("name") != CONTAINER:
-            continue
-        kept = [a for a in c.get("args") or [] if a.split("=", 1)[0] not in names]
-        c["args"] = [*kept, *flags]
-        mounts = [m for m in c.get("volumeMounts") or [] if m.get("name") != INIT_TEMPLATE_VOLUME]
-        c["volumeMounts"] = [*mounts, {"name": INIT_TEMPLATE_VOLUME, "mountPath": INIT_TEMPLATE_DIR, "readOnly": True}]
-    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != INIT_TEMPLATE_VOLUME]
-    spec["volumes"] = [*volumes, {"name": INIT_TEMPLATE_VOLUME, "configMap": {"name": INIT_TEMPLATE_CONFIGMAP}}]
+# The overlay's bare `kubeflow` Namespace, left out: fastpath creates it with deliberate Pod Security labels, before
+# the ConfigMap the Deployment mounts.
+OMIT_NAMESPACE = {"$patch": "delete", "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+
+
+def deployment_ops(flags: list[str]) -> list[dict]:
+    """The operator Deployment's JSON patch (RFC 6902): `flags` as the manager's args (upstream has none), the
+    init-container template mounted from its ConfigMap after upstream's mounts and volumes, and the template's hash
+    on the pod template, so a changed template restarts the operator (it reads the file once). The `test` stops the
+    build, rather than patch another container, should upstream ever put one before the manager."""
+    pod = "/spec/template"
+    manager = f"{pod}/spec/containers/0"
     digest = hashlib.sha256(INIT_CONTAINER_TEMPLATE.encode()).hexdigest()
-    pod.setdefault("metadata", {}).setdefault("annotations", {})[TEMPLATE_HASH_ANNOTATION] = digest
+    mount = {"name": INIT_TEMPLATE_VOLUME, "mountPath": INIT_TEMPLATE_DIR, "readOnly": True}
+    return [
+        {"op": "test", "path": f"{manager}/name", "value": CONTAINER},
+        {"op": "add", "path": f"{manager}/args", "value": flags},
+        {"op": "add", "path": f"{manager}/volumeMounts/-", "value": mount},
+        {
+            "op": "add",
+            "path": f"{pod}/spec/volumes/-",
+            "value": {"name": INIT_TEMPLATE_VOLUME, "configMap": {"name": INIT_TEMPLATE_CONFIGMAP}},
+        },
+        {
+            "op": "add",
+            "path": f"{pod}/metadata/annotations/{TEMPLATE_HASH_ANNOTATION.replace('/', '~1')}",
+            "value": digest,
+        },
+    ]
 
 
-def omit_namespace(obj: dict, opts: pulumi.ResourceOptions | None = None) -> None:
-    """Drop the overlay's bare `kubeflow` Namespace (a kustomize transformation): fastpath creates it with
-    deliberate Pod Security labels, before the ConfigMap the Deployment mounts."""
-    if obj.get("kind") == "Namespace" and obj.get("metadata", {}).get("name") == NAMESPACE:
-        obj.clear()
-        obj.update({"apiVersion": "v1", "kind": "List", "items": []})
+def kustomization(platform: PlatformConfig) -> dict:
+    """What the provider builds: the overlay at the stack's ref, with fastpath's patches."""
+    deployment = {"group": "apps", "version": "v1", "kind": "Deployment", "name": DEPLOYMENT, "namespace": NAMESPACE}
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [overlay_url(platform.versions.training_operator)],
+        "patches": [
+            {"patch": yaml.safe_dump(OMIT_NAMESPACE, sort_keys=False)},
+            {"target": deployment, "patch": yaml.safe_dump(deployment_ops(manager_flags(platform)), sort_keys=False)},
+        ],
+    }
+
+
+class _Literal(yaml.SafeDumper):
+    """Patches (strings of several lines) as `|` blocks, so the file reads like a hand-written kustomization."""
+
+
+_Literal.add_representer(
+    str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None)
+)
+
+
+def write_kustomization(doc: dict) -> str:
+    """Write `doc` where the provider reads it, under a name made of its content (so runs, stacks and concurrent
+    `pulumi up`s never overwrite each other's); the folder relative to the project directory, in which `pulumi`
+    starts both this program and the provider, so the Directory's input is the same on every machine."""
+    text = yaml.dump(doc, Dumper=_Literal, sort_keys=False)
+    folder = BUILD_DIR / f"{COMPONENT}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    target = ROOT / folder / "kustomization.yaml"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".kustomization.")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    return str(folder)
 
 
 @dataclass
@@ -121,10 +174,11 @@ class TrainingOperator(pulumi.ComponentResource):
     a Guaranteed `init-pytorch`. It owns the `mpijobs.kubeflow.org` CRD (v1): never install mpi-operator
     beside it.
 
-    Needs: GitHub reachable from where `pulumi up` runs (the provider clones the overlay).
+    Needs: GitHub reachable, and `git`, where `pulumi up` runs (the provider's kustomize clones the overlay); the
+    program writes its kustomization under .cache/kustomize/ in the project directory.
     Ordering: the `kubeflow` Namespace, then the init-container ConfigMap, then the overlay, which also waits for
-    `args.after` (every object of the overlay is given these dependencies: a component's own do not hold back
-    its children).
+    `args.after`. The provider builds and creates the overlay's objects only once the Directory is registered,
+    after all of these; the Directory is done once every object is (the Deployment ready): `ready`.
 
     Example:
         TrainingOperator("training-operator", TrainingOperatorArgs(platform=cfg.platform, after=[volcano.release]))
@@ -132,7 +186,7 @@ class TrainingOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:TrainingOperator", name, None, opts)
-        import pulumi_kubernetes
+        from pulumi_kubernetes.kustomize.v2 import Directory
 
         p = args.platform
         self.namespace = k8s.apply(
@@ -148,23 +202,23 @@ class TrainingOperator(pulumi.ComponentResource):
         self.init_template = k8s.apply(
             init_template_configmap(p), pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
         )
-        deps = [self.namespace, self.init_template, *args.after]
-        flags = manager_flags(p)
-
-        def wait(obj: dict, opts: pulumi.ResourceOptions) -> None:
-            opts.depends_on = deps
-
         self.url = overlay_url(p.versions.training_operator)
-        self.directory = pulumi_kubernetes.kustomize.Directory(
+        doc = kustomization(p)
+        self.directory = Directory(
             "training-operator",
-            directory=self.url,
-            transformations=[omit_namespace, lambda obj, _opts: configure_deployment(obj, flags), wait],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=deps),
+            directory=write_kustomization(doc),
+            # Children named as kustomize.Directory (v1) named them (`kubeflow/training-operator`, no prefix) and the
+            # Directory aliased to v1's type: a stack installed by v1 keeps its objects, CRDs above all (deleting
+            # one deletes every job of its kind), instead of creating them anew.
+            resource_prefix="",
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.namespace, self.init_template, *args.after],
+                aliases=[pulumi.Alias(type_="kubernetes:kustomize:Directory")],
+            ),
         )
-        # Every object of the overlay (CRDs, the webhook, the Deployment, which Pulumi awaits until it is ready):
-        # what jobs wait for. They exist only once the provider has built the overlay, so this is an Output;
-        # a job's depends_on=[platform] alone would not hold it back (the SDK expands a component to the children
-        # it has so far).
-        self.ready = self.directory.resources.apply(lambda rs: list(rs.values()))
-        # What the overlay gets beyond upstream, so the renderer's packages.yaml shows it for review.
-        self.register_outputs({"overlay": self.url, "namespace": NAMESPACE, "managerArgs": flags})
+        # What jobs wait for: a job that depends on this remote component waits until the provider has created
+        # every object of the overlay (CRDs, the webhook, the Deployment, awaited until ready).
+        self.ready = pulumi.Output.from_input([self.directory])
+        # Source and transformations, so the renderer's packages.yaml shows what the overlay gets beyond upstream.
+        self.register_outputs({"overlay": self.url, "namespace": NAMESPACE, "kustomization": doc})

@@ -1,0 +1,88 @@
+"""TrainingJob: a researcher's job description in, a job on the fast path out.
+
+The job is resolved against the cluster's profile (resolve.resolve: refused, with every bad key, before anything is
+registered) and built by pure functions: a Training Operator v1 job (operator_v1) or a Trainer v2 TrainJob
+(trainjob), its files ConfigMap (files) and, for a PyTorchJob, its rendezvous store; contract.contract is what
+reviewers see. TrainingJob only registers the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components import k8s
+from components.jobs.contract import contract
+from components.jobs.files import files_configmap
+from components.jobs.operator_v1 import BUILDERS, rendezvous
+from components.jobs.resolve import Resolved, resolve
+from components.jobs.trainjob import train_job
+from components.model.job import JobSpec
+from components.model.profile import Profile
+
+
+def manifest(r: Resolved) -> dict:
+    """The job's object: a TrainJob on Trainer v2, else its framework's Training Operator v1 job."""
+    if r.api == "v2":
+        return train_job(r)
+    return BUILDERS[r.spec.framework](r)
+
+
+@dataclass
+class TrainingJobArgs:
+    spec: JobSpec
+    profile: Profile  # Platform.profile, or components.model.profile.from_stack("org/fastpath/prod-ib")
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """A distributed training job wired for the cluster the profile describes: a PyTorchJob (torchrun), MPIJob
+    (mpirun) or TFJob with the fabric's networks, RDMA resources, IPC_LOCK, NCCL env, /dev/shm, gang scheduling,
+    GPU placement and the checkpoint claim.
+
+    Needs: a fastpath platform (its profile) with the Training Operator; Volcano for queues.
+    Output: `contract`, the job's effective wiring.
+
+    Example:
+        TrainingJob("llama-ft", TrainingJobArgs(
+            spec=JobSpec(name="llama-ft", image="nvcr.io/nvidia/pytorch:25.10-py3",
+                         command=["python", "train.py"], nodes=4),
+            profile=platform.profile), opts=pulumi.ResourceOptions(depends_on=[platform]))
+    """
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
+        resolved = resolve(args.spec, args.profile, f"TrainingJob {name}")  # refuse before registering anything
+        super().__init__("fastpath:jobs:TrainingJob", name, None, opts)
+        self.manifest = manifest(resolved)
+        self.contract = contract(resolved)
+        # Passed on, or the job could be created before the Training Operator's CRD or the Volcano queue exists.
+        depends_on = k8s.inherited_depends_on(opts)
+        files = files_configmap(resolved)
+        if files is not None:  # before the pods that mount it
+            cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+            depends_on = k8s.plus(depends_on, cm)
+        # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
+        # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it).
+        self.job = k8s.apply(
+            self.manifest,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+            ),
+        )
+        self.rendezvous = []
+        if args.spec.framework == "pytorch" and resolved.api == "v1":
+            # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.
+            owner = self.job.metadata.apply(
+                lambda m: [
+                    {
+                        "apiVersion": self.manifest["apiVersion"],
+                        "kind": self.manifest["kind"],
+                        "name": self.manifest["metadata"]["name"],
+                        "uid": (m or {}).get("uid"),
+                    }
+                ]
+            )
+            for m in rendezvous(resolved):
+                m["metadata"]["ownerReferences"] = owner
+                self.rendezvous.append(k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
+        self.register_outputs({"contract": self.contract})

@@ -1,0 +1,146 @@
+"""What reviewers see of a job: its effective contract (kind, size, fabric, networks, env, scheduling, checkpoints)
+and what a fault does to it, on either job API. A change of fabric shows up as a diff of this; TrainingJob exports
+it as the output `contract`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from components.fabric import wiring as fabric
+from components.jobs.operator_v1 import CLEAN_POD_POLICY, RDZV_JOIN_TIMEOUT, V1_KINDS, rdzv_host
+from components.jobs.resolve import Resolved
+from components.jobs.runtime_v2 import build, controller, judge
+from components.jobs.trainjob import job_runtime, train_job
+
+
+def contract(r: Resolved) -> dict:
+    """The effective contract of a job, for review: a change of fabric shows up as a diff of this."""
+    if r.api == "v2":
+        return _v2_contract(r)
+    fab = r.profile.fabric
+    size = (
+        f"{r.spec.nodes}"
+        if r.spec.elastic is None
+        else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)"
+    )
+    return {
+        "job": r.spec.name,
+        "namespace": r.namespace,
+        "kind": V1_KINDS[r.spec.framework],
+        "replicas": f"{size} x {r.gpus} GPUs",
+        "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
+        "transport": r.wiring.transport,
+        "networks": [rail.network for rail in r.wiring.rails if rail.network is not None],
+        "rdmaResources": dict(r.wiring.resources),
+        "capabilities": list(r.wiring.capabilities),
+        "shm": f"{r.shm_gib}Gi of {r.memory_gib}Gi memory limit",
+        "env": dict(r.env),
+        "envOverrides": list(r.overridden),
+        "secretEnv": sorted(r.spec.secret_env),
+        "queue": r.queue,
+        "priorityClass": r.priority_class,
+        "minAvailable": r.min_available if r.scheduler else None,
+        "faults": fault_summary(r),
+        "checkpointDir": r.checkpoint_dir,
+    }
+
+
+def fault_summary(r: Resolved) -> str:
+    """What a fault does to this job, in one line, for the contract."""
+    if r.api == "v2":
+        return v2_fault_summary(r)
+    if r.spec.framework == "pytorch":
+        return (
+            f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
+            f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
+            f"fails; cleanPodPolicy {CLEAN_POD_POLICY}"
+        )
+    if r.spec.framework == "mpi":
+        return (
+            f"the launcher relaunches mpirun up to {r.max_restarts} times while every worker is there; a lost "
+            f"worker fails the job; cleanPodPolicy {CLEAN_POD_POLICY}"
+        )
+    return f"a fault fails the job (restartPolicy Never); cleanPodPolicy {CLEAN_POD_POLICY}"
+
+
+def _v2_contract(r: Resolved) -> dict:
+    """The contract of a TrainJob read off its effective pod: the runtime merged with the job as the v2.3.0
+    controller merges them (runtime_v2.controller.effective_pod), so what the TrainJob changed shows."""
+    job, rt = train_job(r), job_runtime(r)
+    derived = controller.effective_jobset(job, rt)
+    pod = controller.effective_pod(job, rt)
+    node = next(c for c in pod["spec"]["containers"] if c["name"] == controller.NODE)
+    limits = node["resources"]["limits"]
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
+    nets = json.loads((pod["metadata"].get("annotations") or {}).get(fabric.NETWORKS_ANNOTATION) or "[]")
+    group = derived["podGroup"] or {}
+    env = {}
+    for e in node.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            ref = e["valueFrom"]
+            env[e["name"]] = (
+                f"(secret {ref['secretKeyRef']['name']}/{ref['secretKeyRef']['key']})"
+                if "secretKeyRef" in ref
+                else f"(field {ref['fieldRef']['fieldPath']})"
+            )
+    fab = r.profile.fabric
+    return {
+        "job": r.spec.name,
+        "namespace": r.namespace,
+        "kind": "TrainJob",
+        "runtime": rt["metadata"]["name"],
+        "replicas": f"{r.spec.nodes} x {_gpu_count(limits)} GPUs",
+        "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
+        "transport": r.wiring.transport,
+        "networks": [n["name"] for n in nets],
+        "rdmaResources": {k: v for k, v in limits.items() if k not in judge.CORE_RESOURCES},
+        "capabilities": list((node.get("securityContext") or {}).get("capabilities", {}).get("add") or []),
+        "shm": f"{shm} of {limits['memory']} memory limit",
+        "env": env,
+        "envOverrides": [k for k in r.overridden],
+        "secretEnv": sorted(r.spec.secret_env),
+        "queue": group.get("queue"),
+        "priorityClass": group.get("priorityClassName"),
+        "minAvailable": group.get("minMember"),
+        "faults": fault_summary(r),
+        "checkpointDir": f"{r.checkpoint_dir} (the claim's {r.spec.name}/)" if r.checkpoint_dir else None,
+        "runtimeOverrides": judge.override_problems(job, rt),
+    }
+
+
+def _gpu_count(limits: dict) -> int:
+    return int(limits.get(build.GPU_RESOURCE, 0))
+
+
+# A lost node (NotReady): its pod is deleted (taint eviction, or the Job deleting what is left once the survivors'
+# NCCL errors failed it) but stays Terminating, since no kubelet confirms it. With a podFailurePolicy a pod counts
+# only once terminal, and the Job's Failed condition waits until no pod is terminating (kubernetes/kubernetes
+# pkg/controller/job/job_controller.go onlyReplaceFailedPods, trackTerminatingPods, delayTerminalCondition); JobSet
+# acts only on a Failed Job (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go) and BlockingRecreate
+# waits for the old Jobs' foreground deletion. PodGC ends it: it force-deletes, as Failed, a terminating pod on a
+# NotReady node tainted node.kubernetes.io/out-of-service (pkg/controller/podgc/gc_controller.go gcTerminating), or
+# any pod of a deleted Node (gcOrphaned). Shorter unreachable/not-ready tolerations would only start the eviction
+# sooner, not end it, so the runtimes keep the defaults.
+LOST_NODE = (
+    "a lost node holds the run (its pod stays Terminating, the healthy nodes' pods are deleted) until the "
+    "Node is tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute or deleted, then the gang "
+    "restarts"
+)
+
+
+def v2_fault_summary(r: Resolved) -> str:
+    t = r.profile.trainer
+    assert t is not None
+    kept = (
+        f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s"
+        if t.ttl_seconds_after_finished is not None
+        else "the JobSet kept until the TrainJob is deleted"
+    )
+    return (
+        f"a crashed or OOM-killed pod restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up "
+        f"to {t.max_restarts} times; a preemption, eviction or drain restarts it without spending that budget; "
+        f"{LOST_NODE}; a failed preflight fails the run; when it ends its active pods are deleted, {kept}"
+    )

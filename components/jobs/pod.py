@@ -1,0 +1,173 @@
+"""One GPU pod of a job: fabric wiring, GPU placement, /dev/shm, checkpoints, files and datasets, the gang
+scheduler, and the preflight (components/jobs/preflight.sh) with the environment it checks the pod against. The
+Training Operator v1 builders wrap pod_template; the Trainer v2 runtimes take the preflight environment and the
+primary-interface annotation from here too."""
+
+from __future__ import annotations
+
+from components import k8s
+from components.fabric import nccl
+from components.fabric import wiring as fabric
+from components.jobs.files import FILES_MOUNT, files_configmap_name
+from components.jobs.resolve import JOB_LABEL, ROLE_LABEL, Resolved, job_labels
+from components.model.profile import Profile
+
+CONTAINER = {"pytorch": "pytorch", "mpi": "worker", "tensorflow": "tensorflow"}  # pytorch/tensorflow: required
+
+
+def env_list(r: Resolved) -> list[dict]:
+    out: list[dict] = [{"name": k, "value": v} for k, v in r.env.items()]
+    out += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for k, s in r.spec.secret_env.items()
+    ]
+    return out
+
+
+def pod_template(r: Resolved, command: list[str], role: str = "worker", preflight_in_main: bool = False) -> dict:
+    """A GPU pod of this job: fabric wiring, GPU placement, shm, checkpoints, datasets, gang scheduler, and the
+    preflight: an init container, or with `preflight_in_main` the first step of the main container (for
+    ExitCode replicas, whose operator reads only the main container's exit code)."""
+    spec, prof = r.spec, r.profile
+    limits: dict = {"nvidia.com/gpu": r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
+    limits.update(r.wiring.resources)
+    container: dict = {
+        "name": CONTAINER[spec.framework],
+        "image": spec.image,
+        "command": command,
+        "env": env_list(r),
+        "resources": {"limits": limits, "requests": dict(limits)},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    if r.wiring.capabilities:
+        # RDMA registers (pins) memory for the NIC: IPC_LOCK lifts the memlock limit for it.
+        container["securityContext"] = {"capabilities": {"add": list(r.wiring.capabilities)}}
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{r.shm_gib}Gi"}}]
+    if r.checkpoint_dir:
+        container["volumeMounts"].append({"name": "checkpoints", "mountPath": r.checkpoint_dir, "subPath": spec.name})
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": r.checkpoint_claim}})
+    if spec.files:
+        container["volumeMounts"].append({"name": "files", "mountPath": FILES_MOUNT, "readOnly": True})
+        volumes.append({"name": "files", "configMap": {"name": files_configmap_name(spec)}})
+    for i, d in enumerate(spec.datasets):
+        container["volumeMounts"].append({"name": f"dataset-{i}", "mountPath": d.mount_path, "readOnly": True})
+        volumes.append({"name": f"dataset-{i}", "persistentVolumeClaim": {"claimName": d.claim, "readOnly": True}})
+    job_selector = {"matchLabels": {JOB_LABEL: spec.name, ROLE_LABEL: "worker"}}
+    pod: dict = {
+        "containers": [container],
+        "volumes": volumes,
+        "nodeSelector": {k8s.GPU_PRODUCT_LABEL: prof.gpu.product},
+        "tolerations": [k8s.toleration(prof.gpu.taint_key)],
+        "affinity": {
+            # One pod per node: each pod owns its node's GPUs and rails.
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": job_selector, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            },
+            # Packed toward one topology domain (zone, rack or leaf): fewer switch hops between ranks.
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {"labelSelector": job_selector, "topologyKey": prof.nodes.topology_key},
+                    }
+                ]
+            },
+        },
+    }
+    if r.scheduler:
+        pod["schedulerName"] = r.scheduler
+        pod["priorityClassName"] = r.priority_class
+    if r.wiring.host_network:
+        host_network(pod)
+    if has_preflight(r):
+        volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
+        if preflight_in_main:
+            container["env"] += [
+                {"name": "FASTPATH_PREFLIGHT", "value": preflight_script(r)},
+                *({"name": k, "value": v} for k, v in preflight_env(r).items()),
+            ]
+            container["volumeMounts"].append({"name": "preflight", "mountPath": "/fastpath", "readOnly": True})
+            container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+        else:
+            pod["initContainers"] = [preflight_container(r, limits)]
+    metadata: dict = {"labels": job_labels(r, role)}
+    notes = {**r.wiring.annotations, **primary_interface_annotation(r)}
+    if notes:
+        metadata["annotations"] = notes
+    return {"metadata": metadata, "spec": pod}
+
+
+def host_network(pod: dict) -> None:
+    """A pod spec on the node's network (components/fabric/wiring.py HOST_NETWORK_POD says why the DNS policy)."""
+    pod.update(fabric.HOST_NETWORK_POD)
+
+
+def primary_interface_annotation(r: Resolved) -> dict[str, str]:
+    """A pod whose primary interface is not eth0 (fabric.podInterface) says so, so the policy pack judges
+    NCCL_SOCKET_IFNAME against the interfaces the pod has."""
+    return primary_interface(r.profile)
+
+
+def primary_interface(profile: Profile) -> dict[str, str]:
+    iface = profile.fabric.pod_interface
+    return {} if iface == "eth0" else {nccl.PRIMARY_INTERFACE_ANNOTATION: iface}
+
+
+def has_preflight(r: Resolved) -> bool:
+    return bool(r.spec.preflight and r.profile.preflight and r.wiring.capabilities)
+
+
+def preflight_script(r: Resolved) -> str:
+    return f"/fastpath/{r.preflight.key}"
+
+
+def preflight_env(r: Resolved) -> dict[str, str]:
+    """What components/jobs/preflight.sh checks this pod for."""
+    return pod_preflight_env(r.profile, r.wiring, r.gpus, r.shm_gib)
+
+
+def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm_gib: int) -> dict[str, str]:
+    fab = profile.fabric
+    rdma_devices = sum(wiring.resources.values())
+    hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails)))
+    env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
+    if hcas and (layer := fab.kind_row.link_layer) is not None:
+        env["PREFLIGHT_LINK_LAYER"] = layer
+    # The interfaces whose addresses NCCL uses on the rails: the pod's own (net1..), or on the host network, where
+    # GIDs are addresses (RoCE), the node's rail netdevs, whose IPv4 addresses are the GIDs NCCL picks (without one
+    # it falls back to the link-local GID 0, which does not route between leaves). InfiniBand verbs need no rail
+    # address.
+    rail_ifaces = list(wiring.interfaces)
+    if wiring.host_network and fab.kind_row.gid_from_address:
+        rail_ifaces = [rail.host_interface for rail in wiring.rails if rail.host_interface]
+    env.update({"PREFLIGHT_INTERFACES": " ".join(rail_ifaces), "PREFLIGHT_SHM_BYTES": str(shm_gib * 2**30)})
+    if wiring.host_network:
+        env["PREFLIGHT_BOOTSTRAP"] = fab.pod_interface
+    if fab.kind_row.gid_from_address and hcas and rail_ifaces:
+        # On a shared RoCE port the pod's own address must be in the HCA's GID table for NCCL to pick it.
+        env["PREFLIGHT_ROCE_GIDS"] = " ".join(
+            f"{iface}:{rail.hca}" for iface, rail in zip(rail_ifaces, wiring.rails, strict=True)
+        )
+    return env
+
+
+def preflight_container(r: Resolved, limits: dict) -> dict:
+    """Checks the pod is on the fast path before the job starts. It requests the same GPUs and rail devices (the
+    kubelet hands an init container's devices on to the app container) and little memory."""
+    small = {**limits, "memory": "256Mi", "cpu": 1}
+    return {
+        "name": "preflight",
+        "image": r.spec.image,
+        "command": ["sh", preflight_script(r)],
+        "env": [{"name": k, "value": v} for k, v in preflight_env(r).items()],
+        "resources": {"limits": small, "requests": dict(small)},
+        # The reason a check failed, in the pod's status (kubectl describe), not only in its logs.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {"capabilities": {"add": list(r.wiring.capabilities)}},
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "preflight", "mountPath": "/fastpath", "readOnly": True},
+        ],
+    }

@@ -1,0 +1,157 @@
+"""The fabric wiring a TrainJob took away from the pods its runtime gives, judged on what the controller makes of
+the two (controller.effective_jobset). The policy pack's `trainjob-runtime` rule and the job contract report these
+messages. Pure.
+
+kubeflow/trainer@v2.3.0 lets a TrainJob change what its runtime set in three ways: spec.trainer.resourcesPerNode
+merges per resource name (pkg/util/trainingruntime/trainingruntime.go MergeResourceRequirements),
+spec.trainer.command replaces the container's command and spec.trainer.env merges by name
+(pkg/runtime/framework/plugins/jobset/builder.go), and runtimePatches are strategic-merged into the runtime
+(pkg/runtime/core/trainingruntime.go), which replaces lists such as tolerations and capabilities.add whole.
+"""
+
+from __future__ import annotations
+
+import json
+
+from components.fabric.wiring import NETWORKS_ANNOTATION, PLATFORM_OWNED
+from components.jobs.runtime_v2.build import GPU_RESOURCE
+from components.jobs.runtime_v2.controller import (
+    NODE,
+    TRAINER,
+    ancestor_of,
+    effective_jobset,
+    gpus_per_node,
+    named_containers,
+    quantity,
+)
+
+CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU_RESOURCE)
+# Platform-owned names that set how much NCCL logs, not how it reaches the fabric: fastpath's own jobs raise them
+# (debugNccl, the acceptance run, whose log ncclcheck reads), so a TrainJob changing them takes no wiring away.
+LOGGING_ENV = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")
+
+
+def _fabric_resources(resources: dict) -> dict:
+    return {k: v for k, v in (resources.get("limits") or {}).items() if k not in CORE_RESOURCES}
+
+
+def _capabilities(container: dict) -> list[str]:
+    return ((container.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+
+
+def override_problems(train_job: dict, runtime: dict, derived: dict | None = None) -> list[str]:
+    """Each way the pods of `train_job` lost fabric wiring `runtime` gave them, as `cause: consequence; fix`.
+    `derived`: effective_jobset(train_job, runtime), when the caller has it already."""
+    where = f"TrainJob {train_job['metadata']['name']}"
+    trainer = (train_job.get("spec") or {}).get("trainer") or {}
+    found: list[str] = []
+    if trainer.get("resourcesPerNode") and trainer.get("numProcPerNode") is None:
+        rt_gpus = gpus_per_node(
+            next(
+                (
+                    c.get("resources") or {}
+                    for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+                    if r["name"] == NODE or ancestor_of(r) == TRAINER
+                    for c in named_containers(r["template"]["spec"]["template"]["spec"], NODE)
+                ),
+                {},
+            )
+        )
+        if rt_gpus and not gpus_per_node(trainer["resourcesPerNode"]):
+            found.append(
+                f"{where}: spec.trainer.resourcesPerNode names no GPU, so the controller counts none "
+                f"(it reads the TrainJob's resourcesPerNode alone) and starts one process per node on "
+                f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
+                f"numProcPerNode"
+            )
+    derived = derived if derived is not None else effective_jobset(train_job, runtime)
+    for original, rjob in zip(
+        runtime["spec"]["template"]["spec"]["replicatedJobs"], derived["jobset"]["replicatedJobs"], strict=True
+    ):
+        before, after = original["template"]["spec"]["template"], rjob["template"]["spec"]["template"]
+        at = f"{where} ({rjob['name']} pods)"
+        nets = ((before.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
+        if nets and ((after.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION) != nets:
+            found.append(
+                f"{at}: runtimePatches replace the {NETWORKS_ANNOTATION} annotation: the pods lose their "
+                f"rail interfaces; remove that annotation from the patch"
+            )
+        bspec, aspec = before["spec"], after["spec"]
+        missing = [t for t in bspec.get("tolerations") or [] if t not in (aspec.get("tolerations") or [])]
+        if missing:
+            found.append(
+                f"{at}: runtimePatches tolerations replace the runtime's (a list is replaced whole) and "
+                f"drop {', '.join(t.get('key', '*') for t in missing)}: the pods cannot go to GPU nodes; "
+                f"repeat the runtime's tolerations in the patch"
+            )
+        for key, value in (bspec.get("nodeSelector") or {}).items():
+            if (aspec.get("nodeSelector") or {}).get(key) != value:
+                found.append(
+                    f"{at}: runtimePatches change nodeSelector {key} from {value!r}: the runtime's wiring "
+                    f"and sizing are for those nodes; use a runtime published for the other nodes"
+                )
+        shm = next((v for v in bspec.get("volumes") or [] if v["name"] == "dshm"), None)
+        if shm and next((v for v in aspec.get("volumes") or [] if v["name"] == "dshm"), None) != shm:
+            found.append(
+                f"{at}: runtimePatches replace volume dshm: /dev/shm is no longer the runtime's "
+                f"memory-backed {shm['emptyDir'].get('sizeLimit')}; name the patch's volume differently"
+            )
+        for bc in bspec.get("containers", []) + bspec.get("initContainers", []):
+            ac = next(
+                c for c in aspec.get("containers", []) + aspec.get("initContainers", []) if c["name"] == bc["name"]
+            )
+            name = f"{at}: container {bc['name']}"
+            bres, ares = bc.get("resources") or {}, ac.get("resources") or {}
+            for res, value in _fabric_resources(bres).items():
+                for part in ("limits", "requests"):
+                    got = (ares.get(part) or {}).get(res)
+                    if got is None or quantity(got) != quantity(value):
+                        found.append(
+                            f"{name}: resourcesPerNode sets {part}.{res} to {got}, the runtime gives "
+                            f"{value}: the pod loses its fabric device (NCCL falls back or fails); "
+                            f"remove {res} from resourcesPerNode"
+                        )
+            for part_res in sorted(set(ares.get("limits") or {}) | set(ares.get("requests") or {})):
+                lim, req = (ares.get("limits") or {}).get(part_res), (ares.get("requests") or {}).get(part_res)
+                if part_res in ("cpu", "memory", "ephemeral-storage"):
+                    if lim is not None and req is not None and quantity(req) > quantity(lim):
+                        found.append(
+                            f"{name}: {part_res} requests {req} exceed limits {lim} after the merge "
+                            f"(resourcesPerNode merges per key): the pod is invalid; set requests and "
+                            f"limits both in resourcesPerNode"
+                        )
+                    continue
+                if lim is None or req is None or quantity(lim) != quantity(req):
+                    found.append(
+                        f"{name}: {part_res} requests {req} and limits {lim} after the merge "
+                        f"(resourcesPerNode merges per key): the Job controller cannot create the pod, "
+                        f"extended resources need requests equal to limits; set both in resourcesPerNode"
+                    )
+            if shm and bc["name"] == NODE and (mem := (ares.get("limits") or {}).get("memory")) is not None:
+                if quantity(mem) <= quantity(shm["emptyDir"]["sizeLimit"]):
+                    found.append(
+                        f"{name}: memory limit {mem} is not above /dev/shm "
+                        f"{shm['emptyDir']['sizeLimit']} (tmpfs pages count against it: OOM kill); "
+                        f"raise memory in resourcesPerNode or leave it to the runtime"
+                    )
+            lost = [c for c in _capabilities(bc) if c not in _capabilities(ac)]
+            if lost:
+                found.append(
+                    f"{name}: runtimePatches securityContext replaces capabilities.add and drops "
+                    f"{', '.join(lost)}: RDMA cannot pin memory; keep {', '.join(lost)} in the patch"
+                )
+            benv = {e["name"]: e.get("value") for e in bc.get("env") or []}
+            aenv = {e["name"]: e.get("value") for e in ac.get("env") or []}
+            for var in PLATFORM_OWNED:
+                if var in benv and var not in LOGGING_ENV and aenv.get(var) != benv[var]:
+                    found.append(
+                        f"{name}: env {var}={aenv.get(var)!r} replaces the runtime's {benv[var]!r} "
+                        f"(env is merged by name); remove it from the TrainJob or ask for a runtime "
+                        f"with that value"
+                    )
+            if bc.get("command") and ac.get("command") != bc["command"]:
+                found.append(
+                    f"{name}: spec.trainer.command replaces the runtime's command "
+                    f"{json.dumps(bc['command'])}; put it in spec.trainer.args instead"
+                )
+    return found

@@ -1,0 +1,72 @@
+"""The cluster's network objects: secondary networks hand out addresses cluster-wide, and SR-IOV pools drain a
+few nodes at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from policies.engine import MANDATORY, Context, Finding, rule
+from policies.pods import dict_or_empty
+
+
+def _ipam_types(conf: dict) -> list[str]:
+    out = []
+    plugins = conf.get("plugins")
+    for plugin in [conf, *(plugins if isinstance(plugins, list) else [])]:
+        ipam = plugin.get("ipam") if isinstance(plugin, dict) else None
+        if isinstance(ipam, dict) and ipam.get("type"):
+            out.append(ipam["type"])
+    return out
+
+
+@rule(
+    "nad-cluster-ipam",
+    "Secondary networks use cluster-wide IPAM",
+    level=MANDATORY,
+    description="A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
+    remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
+    kinds={"NetworkAttachmentDefinition"},
+    pods=False,
+)
+def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
+    if ctx.obj.get("kind") != "NetworkAttachmentDefinition":
+        return
+    raw = dict_or_empty(ctx.obj.get("spec")).get("config") or "{}"
+    try:
+        conf = json.loads(raw) if isinstance(raw, str) else None
+    except (json.JSONDecodeError, RecursionError):
+        conf = None
+    if not isinstance(conf, dict):
+        yield Finding("spec.config is not a JSON object in a string: Multus cannot attach this network")
+        return
+    if "host-local" in _ipam_types(conf):
+        yield Finding(
+            "IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
+            "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)"
+        )
+
+
+@rule(
+    "sriov-pool-drain",
+    "SR-IOV pools drain a few nodes at a time",
+    level=MANDATORY,
+    description="A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at "
+    "once when SR-IOV settings change).",
+    remediation="set spec.maxUnavailable (a count or a percentage)",
+    kinds={"SriovNetworkPoolConfig"},
+    pods=False,
+)
+def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
+    """k8snetworkplumbingwg/sriov-network-operator (the build network-operator v26.4.1 bundles): a node in a
+    SriovNetworkPoolConfig whose maxUnavailable is unset may drain at any time, so every node of the pool drains
+    and reboots at once when VFs, firmware or the RDMA mode change (the first apply included)."""
+    if ctx.obj.get("kind") != "SriovNetworkPoolConfig":
+        return
+    if dict_or_empty(ctx.obj.get("spec")).get("maxUnavailable") is None:
+        yield Finding(
+            "no spec.maxUnavailable: every node of this pool may drain and reboot at once when the SR-IOV "
+            "configuration changes (firmware rewrite, numVfs, rdmaMode): the whole GPU pool goes down "
+            "together; set maxUnavailable (a count or a percentage)"
+        )

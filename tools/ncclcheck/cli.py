@@ -1,0 +1,114 @@
+"""The command line: `python -m tools.ncclcheck LOG...`, its options, the text and JSON output and the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from tools import ncclcheck
+from tools.ncclcheck.bulk import keep_freed_memory, parse_files
+from tools.ncclcheck.judge import EXPECT, judge, missing_section
+from tools.ncclcheck.parse import Report
+
+
+def to_json(r: Report) -> dict:
+    """The JSON contract: the report without the fields kept for the reasons."""
+    d = asdict(r)
+    for key in (
+        "nccl_lines",
+        "net_channels",
+        "test_ranks",
+        "transport_note",
+        "unknown_nets",
+        "ofi_provider",
+        "socket_interfaces",
+        "bootstrap_interfaces",
+        "env",
+    ):
+        d.pop(key)
+    return d
+
+
+def render_text(r: Report, ranks: int | None) -> str:
+    """What was used, the verdict with its reasons, then what this log cannot show that was not asked for."""
+    transport = r.transport_note or r.transport + (" with GDRDMA" if r.gdr else "")
+    if r.nranks is not None or r.init_complete:
+        initialised = f"{r.init_complete}/{ranks or r.nranks or '?'} ranks initialised"
+    else:
+        initialised = "ranks initialised not in this log"
+    bw = (
+        f"peak busbw {r.peak_busbw_gbps:g} GB/s at {r.peak_message_bytes} B, avg {r.avg_busbw_gbps} GB/s"
+        if r.peak_busbw_gbps is not None
+        else "no nccl-tests results"
+    )
+    lines = [
+        f"NCCL {r.nccl_version or '?'}: transport {transport}, {initialised}, {bw}",
+        "channels: " + (", ".join(f"{k} x{v}" for k, v in r.channels.items()) or "none"),
+        f"verdict: {r.verdict}",
+        *(f"  - {reason}" for reason in r.reasons),
+    ]
+    notes = [n for n in r.not_in_log if n not in r.reasons]
+    if notes:
+        lines += ["not in this log (not asked for):", *(f"  - {n}" for n in notes)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read the logs, judge them, print the report; the exit code (0 pass or warn, 1 fail or incomplete, 2 a log
+    that cannot be read)."""
+    description = (ncclcheck.__doc__ or "").split("\n\n")[0]
+    ap = argparse.ArgumentParser(prog="python -m tools.ncclcheck", description=description)
+    ap.add_argument("logs", nargs="+", type=Path)
+    ap.add_argument(
+        "--expect",
+        choices=EXPECT,
+        help="the transport: a fabric kind's (components/fabric/kinds.py), or local for a one-node run",
+    )
+    ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
+    ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")
+    ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an acceptance log")
+    ap.add_argument("--ranks", type=int, help="ranks that must reach Init COMPLETE (default: nranks in the log)")
+    ap.add_argument(
+        "--bootstrap",
+        metavar="IFACE",
+        help="the interface NCCL must bootstrap on (NCCL_SOCKET_IFNAME, "
+        "fabric.podInterface; a host-network pod's: the node's primary interface)",
+    )
+    ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
+    ap.add_argument("--format", choices=("text", "json"), default="text")
+    args = ap.parse_args(argv)
+    keep_freed_memory()
+    current: list[Path] = []
+
+    def paths() -> Iterator[Path]:
+        for path in args.logs:
+            current[:] = [path]
+            yield path
+
+    try:
+        # Bootstrap interfaces only when they are checked: reading them costs a regex pass over the log.
+        report, found = parse_files(paths(), args.section, bootstrap=args.bootstrap is not None)
+    except OSError as err:
+        print(f"{current[0] if current else ''}: cannot read log: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a bug, not the input: one line naming the file, never a traceback
+        print(
+            f"{current[0] if current else ''}: ncclcheck failed reading this log: {type(err).__name__}: {err}",
+            file=sys.stderr,
+        )
+        return 2
+    if not found:
+        missing_section(report, args.section)
+    else:
+        judge(report, args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw, args.bootstrap)
+    try:
+        print(json.dumps(to_json(report), indent=2) if args.format == "json" else render_text(report, args.ranks))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+    return 0 if report.verdict in ("pass", "warn") else 1

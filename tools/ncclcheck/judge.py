@@ -1,0 +1,172 @@
+"""Verdicts from what a log showed (a parsed `Report`): pass, warn, fail with the likely cause and the knob, or
+incomplete when a check asked for cannot be judged from this log. What --expect accepts and which transports must
+run with GPUDirect RDMA are read off the kinds table (components/fabric/kinds.py)."""
+
+from __future__ import annotations
+
+from components.fabric.kinds import KINDS, TRANSPORTS
+from tools.ncclcheck.parse import LOCAL, NO_DEBUG, OTHER_PROVIDER, SECTION_BEGIN, Report
+
+# What --expect accepts: each fabric kind's transport, and `local` for a one-node run (P2P/SHM only).
+EXPECT = (*TRANSPORTS, LOCAL)
+# Transports that must run with GPUDirect RDMA.
+RDMA_TRANSPORTS = frozenset(kind.transport for kind in KINDS.values() if kind.rdma)
+
+
+def judge(
+    r: Report,
+    expect: str | None,
+    min_busbw: float | None,
+    ranks: int | None,
+    allow_no_gdr: bool,
+    warn_busbw: float | None = None,
+    bootstrap: str | None = None,
+) -> Report:
+    """Set `r`'s verdict and reasons for the checks asked for (`expect`ed transport, bus bandwidth floor and warning
+    level, `ranks` that must initialise, the `bootstrap` interface) and return it."""
+    failed: list[str] = []  # the log shows a check failing
+    absent: list[str] = []  # a check asked for whose lines are not in this log
+    notes: list[str] = []  # what the log cannot show, not asked for
+    if r.unknown_nets and expect:
+        failed.append(
+            f"NCCL used NET/{', NET/'.join(r.unknown_nets)}, a network module ncclcheck does not know, "
+            f"where {expect} was expected: check NCCL_NET and NCCL_NET_PLUGIN"
+        )
+    elif r.transport_note:
+        (absent if expect else notes).append(f"transport: {r.transport_note}")
+    if expect and r.transport != expect and not r.transport_note:
+        if r.fell_back_to_socket and any(i.startswith("net") for i in r.socket_interfaces):
+            failed.append(
+                "NCCL used TCP sockets although the pod has secondary networks ("
+                f"{', '.join(i for i in r.socket_interfaces if i.startswith('net'))}): it found no usable "
+                "RDMA device; the RDMA resource is missing from the pod or NCCL_IB_HCA matches no device"
+            )
+        elif r.fell_back_to_socket and r.env.get("NCCL_IB_DISABLE") == "1":
+            failed.append("NCCL used TCP sockets because NCCL_IB_DISABLE=1: set it to 0 on RDMA fabrics")
+        elif r.fell_back_to_socket:
+            failed.append(
+                "NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod; "
+                "request the fabric's RDMA resources and networks (fastpath wires them from the profile)"
+            )
+        elif expect == LOCAL:
+            failed.append(
+                f"a one-node run used the network ({r.transport}): the GPUs did not reach each other "
+                "over NVLink or PCIe P2P; check nvidia-smi topo -m and NCCL_P2P_DISABLE"
+            )
+        elif r.transport.startswith(OTHER_PROVIDER):
+            failed.append(
+                f"aws-ofi-nccl ran on libfabric's {r.ofi_provider} provider, not efa: the pod sees no EFA "
+                "device (vpc.amazonaws.com/efa resource) or FI_PROVIDER names another provider"
+            )
+        else:
+            failed.append(f"transport is {r.transport}, expected {expect}: check fabric.kind and NCCL_IB_HCA")
+    if expect in RDMA_TRANSPORTS and r.transport == expect and not r.gdr and not allow_no_gdr:
+        if r.net_channels:
+            failed.append(
+                "RDMA without GPUDirect (no GDRDMA on the NET channels): data is staged through host "
+                "memory; check gpu.gpuDirect (dmabuf needs the open kernel module, peermem needs "
+                "nvidia-peermem) and NCCL_NET_GDR_LEVEL"
+            )
+        else:
+            absent.append(
+                "GPUDirect RDMA: not in this log (no NET channel lines to show GDRDMA): run with "
+                "NCCL_DEBUG_SUBSYS=INIT,NET, or pass --allow-no-gdr"
+            )
+    _judge_ranks(r, ranks, failed, absent, notes)
+    if bootstrap is not None:
+        _judge_bootstrap(r, bootstrap, failed, absent)
+    failed += r.failures
+    if r.peak_busbw_gbps is None:
+        why = "not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut)"
+        if min_busbw is not None:
+            absent.append(f"bus bandwidth: {why}; the floor of {min_busbw:g} GB/s cannot be checked")
+        elif r.nccl_lines:
+            notes.append(f"bus bandwidth: {why}")
+    elif min_busbw is not None and r.peak_busbw_gbps < min_busbw:
+        failed.append(
+            f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s is under the floor of {min_busbw:g} GB/s "
+            f"({r.peak_busbw_gbps / min_busbw:.0%}): check that every rail is in use (NCCL_IB_HCA, the "
+            "rail resources) and the fabric's health"
+        )
+    if not r.nccl_lines and r.peak_busbw_gbps is None and not r.failures:
+        absent.append(
+            "nothing to judge: no NCCL lines and no nccl-tests results in this log; is it the job's log "
+            f"(the MPIJob launcher's, or every worker's)? {NO_DEBUG}"
+        )
+    r.not_in_log = absent + notes
+    r.reasons = failed + absent
+    r.verdict = "fail" if failed else "incomplete" if absent else "pass"
+    if (
+        r.verdict == "pass"
+        and warn_busbw is not None
+        and r.peak_busbw_gbps is not None
+        and r.peak_busbw_gbps < warn_busbw
+    ):
+        r.verdict = "warn"
+        r.reasons = [
+            f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s passes the floor but is under "
+            f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
+            "for a slow rail (ibdiagnet, port counters) before production runs"
+        ]
+    return r
+
+
+def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[str]) -> None:
+    """NCCL's out-of-band connections (bootstrap, and the IB transport's OOB socket) must use `interface`: on a
+    host-network pod the node's primary interface, which routes between the nodes."""
+    if not r.bootstrap_interfaces:
+        absent.append(
+            f"bootstrap interface: not in this log (no 'Bootstrap: Using' or NET/IB '; OOB' line: run with "
+            f"NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP); --bootstrap {interface} cannot be "
+            "checked"
+        )
+    elif others := [name for name in r.bootstrap_interfaces if name != interface]:
+        failed.append(
+            f"NCCL bootstrapped on {', '.join(others)}, not {interface}: NCCL_SOCKET_IFNAME / "
+            f"fabric.podInterface names {interface} but NCCL used {', '.join(others)}; set them to the "
+            "interface that routes between the nodes (on the host network: the node's primary interface)"
+        )
+
+
+def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[str], notes: list[str]) -> None:
+    """Init COMPLETE lines show the ranks that initialised; without NCCL INFO lines, nccl-tests' device list and a
+    results table (which every rank took part in) show how many ran."""
+    if r.nranks is not None or r.init_complete:
+        want = ranks or r.nranks or r.init_complete
+        if r.init_complete >= want:
+            return
+        shown = f"{r.init_complete} of {want} ranks reached Init COMPLETE"
+        if ranks is not None:
+            failed.append(
+                f"{shown}: {want - r.init_complete} missing (a pod not scheduled, crashed, or blocked on bootstrap)"
+            )
+        else:
+            notes.append(
+                f"ranks: {shown} in this log; the others' lines are not in it (give --ranks N to require them)"
+            )
+        return
+    if r.peak_busbw_gbps is not None and r.test_ranks:
+        if ranks is not None and r.test_ranks < ranks:
+            failed.append(
+                f"nccl-tests ran on {r.test_ranks} ranks, not {ranks}: check mpirun -np and the hostfile's slots"
+            )
+        return
+    why = (
+        f"not in this log (no NCCL init lines: {NO_DEBUG})"
+        if not r.nccl_lines
+        else "not in this log (no rank reached NCCL init: the job did not get that far, or the log was cut)"
+    )
+    if ranks is not None:
+        absent.append(f"ranks initialised: {why}; --ranks {ranks} cannot be checked")
+    elif r.nccl_lines or r.peak_busbw_gbps is not None:
+        notes.append(f"ranks initialised: {why}")
+
+
+def missing_section(r: Report, section: int) -> Report:
+    """The verdict when the log holds no `section`-node run: incomplete, naming the marker line not found."""
+    r.verdict = "incomplete"
+    r.reasons = r.not_in_log = [
+        f"no {section}-node run in this log (no '{SECTION_BEGIN.format(n=section)}' line): the "
+        "launcher stopped before it, or this is another job's log"
+    ]
+    return r

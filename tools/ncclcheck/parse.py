@@ -1,0 +1,385 @@
+"""The line grammar of NCCL_DEBUG=INFO logs and nccl-tests output: what one line says, and the report of a log
+read one line at a time (`Parser.feed`, `parse`). The bulk reader (bulk.py) gives the same report faster, judging
+each line shape once with `feed`.
+
+Prefixes that launchers and log collectors put before each line (Open MPI `[1,0]<stdout>:`, `kubectl logs
+--timestamps` and `--prefix`, NCCL's own `[%F %T]` timestamps, Slurm `--label`) are ignored. A section, the N-node
+run of a fastpath acceptance log, lies between its marker lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.fabric.kinds import Transport
+
+# Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
+MAX_LINE = 1 << 16
+# Bounds on what is remembered per log, so memory does not grow with the log or with garbage in it.
+MAX_NAMES = 64  # distinct channel transports, network names, env variables
+MAX_RANKS = 1 << 17
+
+# What launchers and collectors put before a line, possibly several: `[1,3]<stdout>:` (mpirun --tag-output),
+# `[pod/nccl-acceptance-launcher/launcher] ` (kubectl logs --prefix), `2024-05-01T12:00:00.123456789Z `
+# (kubectl logs --timestamps; CloudWatch copies add ` | `), `[2025-10-16 22:16:08] ` (NCCL_DEBUG_TIMESTAMP_FORMAT),
+# `12: ` (srun --label).
+PREFIX = re.compile(
+    r"(?:\[\d{1,6},\d{1,9}\]<std(?:out|err)>:"
+    r"|\[pod/[^\]\s]{1,300}\]\s"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?(?:\s+\|)?\s+"
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]\s*"
+    r"|\|\s+"
+    r"|\d{1,6}:\s)+"
+)
+
+VERSION = re.compile(r"NCCL version (\d{1,3}\.\d{1,3}\.\d{1,3})")
+# `Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA` and the older shapes: `Channel 01 : 24[101c0] ->
+# 31[a01d0] via P2P/IPC/read` (bus ids), `Ring 00 : 7 -> 8 [send] via NET/AWS Libfabric/0`, `... via direct shared
+# memory`. The transport after `via` may hold spaces (`AWS Libfabric`, `P2P/direct pointer`).
+CHANNEL = re.compile(
+    r"\b(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? :\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?\s+->"
+    r"\s+\d{1,9}(?:\[[0-9a-fA-Fx:.]{1,20}\])?(?:\s+\[(?:send|receive)\])?\s+via\s+(\S.{0,200}?)\s*$"
+)
+# A verbs device with its link layer, in every shape NCCL has printed the device list: `[0]mlx5_0:1/IB`,
+# `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}` (merged NICs), `[0]mlx5_9:1/IB/SHARP`, `NET/IB: [0] mlx5_1:1/IB`.
+LINK_LAYER = re.compile(r"[\w.-]{1,64}:\d{1,3}/(IB|RoCE)\b")
+NET_SOCKET_USING = re.compile(r"NET/Socket : Using (.*)")
+# The interface NCCL bootstraps on (its out-of-band sockets), `<name>:<address><<port>>` (ncclSocketToString):
+# `Bootstrap : Using [0]ib0:10.1.2.3<0>` (up to 2.7: the interfaces found, the first one used), `Bootstrap : Using
+# eth0:10.1.2.3<0>` (2.8 to 2.23; from 2.23 under NCCL_DEBUG_SUBSYS=BOOTSTRAP), `Bootstrap: Using eth0:10.1.2.3<0>`
+# (2.24 on), and the IB transport's own `NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.1.2.3<0>` (INIT,NET). Not
+# 2.27's `Bootstrap: Using mlx5_0:1` (NCCL_OOB_NET_ENABLE: a NET device, no address).
+BOOTSTRAP_LEADS = (r"Bootstrap ?: Using (?:\[\d{1,3}\])?", r"; OOB ")
+INTERFACE_ADDRESS = r"([^\s:<>\[\]]{1,64}):[^\s<>]{0,64}<\d{1,6}>"
+BOOTSTRAP_USING = re.compile(f"(?:{'|'.join(BOOTSTRAP_LEADS)}){INTERFACE_ADDRESS}")
+USING_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.{0,60}?)\s*$")
+OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (\w{1,32})")
+INIT = re.compile(r"rank (\d{1,9}) nranks (\d{1,9}) .*- Init COMPLETE")
+NRANKS = re.compile(r"rank \d{1,9} nranks (\d{1,9})")
+ENV_SET = re.compile(r"(NCCL_\w{1,64}) set by environment to (\S{0,200})")
+# nccl-tests: `#  Rank  8 Group  0 Pid     41 on llm-ib-worker-1 device  0 [0x18] NVIDIA H100 80GB HBM3`
+TEST_RANK = re.compile(r"^#\s+Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\b")
+AVG_BUSBW = re.compile(r"# Avg bus bandwidth\s*:\s*(\d{1,9}(?:\.\d{1,9})?)")
+NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,9})?")
+DATATYPE = re.compile(r"[a-z][a-z0-9_]{0,15}")
+
+# (pattern, what it means and which knob fixes it)
+FAILURES = [
+    (
+        re.compile(r"Watchdog caught collective operation timeout|Timeout|timed out|timeout", re.I),
+        "a timeout: a rank never joined or the network path between pods is blocked; check that every pod started "
+        "(gang scheduling) and that NCCL_SOCKET_IFNAME names the interface that routes between pods",
+    ),
+    (
+        re.compile(r"unhandled system error"),
+        "`unhandled system error`: a system call failed inside NCCL, usually the RDMA device (missing /dev/infiniband, "
+        "IPC_LOCK/memlock) or /dev/shm; the WARN line before it names the call",
+    ),
+    (
+        re.compile(r"NET/IB : No device found"),
+        "no RDMA device in the pod: the RDMA resource (rdma/..., nvidia.com/sriov_...) was not requested or "
+        "NCCL_IB_HCA matches no device",
+    ),
+    (
+        re.compile(r"Failed to open libibverbs"),
+        "the image has no libibverbs (rdma-core): NCCL cannot use IB; use an image with rdma-core",
+    ),
+    (
+        re.compile(r"ibv_reg_mr.*failed|Cannot allocate memory"),
+        "memory registration failed: the container lacks IPC_LOCK (memlock limit); add the capability",
+    ),
+    (
+        re.compile(r"Bootstrap : no socket interface found"),
+        "NCCL_SOCKET_IFNAME matches no interface of the pod; use the primary interface (=eth0)",
+    ),
+    (
+        re.compile(r"No space left on device|Bus error|Error while creating shared memory segment"),
+        "/dev/shm is too small: mount a memory-backed emptyDir with a larger sizeLimit",
+    ),
+    (
+        re.compile(r"Got completion (?:from peer .{0,80})?with (?:error|status)"),
+        "an RDMA work request completed with an error (status 12: retry count exceeded): a link flapped, the RoCE "
+        "fabric dropped packets (PFC/ECN) or the peers' GIDs do not match; check the port counters and "
+        "NCCL_IB_GID_INDEX / NCCL_IB_TC",
+    ),
+    (
+        re.compile(r"NET/OFI .{0,80}fi_getinfo\(\) call failed|NET/OFI Couldn't open"),
+        "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource (and with it "
+        "/dev/infiniband)",
+    ),
+    (
+        re.compile(r"Test (?:NCCL |CUDA )?failure"),
+        "nccl-tests stopped on an error (the line names the NCCL or CUDA call): the results table is incomplete",
+    ),
+]
+FAILURE_HINT = re.compile(r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left")
+
+NO_DEBUG = "run with NCCL_DEBUG=INFO"
+# The transports the NET modules give, as the kinds table names them (a renamed one fails the type check here).
+SOCKET: Transport = "socket"
+IB: Transport = "ib"
+ROCE: Transport = "roce"
+EFA: Transport = "efa"
+# A one-node run's transport (P2P and SHM only): what --expect names beside the fabric kinds' transports.
+LOCAL = "local"
+# aws-ofi-nccl on another libfabric provider than EFA's (Slingshot's cxi, tcp): `libfabric/<provider>`.
+OTHER_PROVIDER = "libfabric/"
+EFA_PROVIDER = "efa"  # libfabric's name for its EFA provider
+
+
+@dataclass
+class Report:
+    transport: str = "unknown"  # ib, roce, efa, socket, local (single node: P2P/SHM only), unknown
+    gdr: bool = False
+    fell_back_to_socket: bool = False
+    nranks: int | None = None
+    init_complete: int = 0
+    nccl_version: str | None = None
+    avg_busbw_gbps: float | None = None
+    peak_busbw_gbps: float | None = None
+    peak_message_bytes: int | None = None
+    channels: dict[str, int] = field(default_factory=dict)
+    networks: list[str] = field(default_factory=list)  # NET module names: IB, IBext_v8, AWS Libfabric, Socket...
+    link_layers: list[str] = field(default_factory=list)  # of the verbs devices NCCL listed: IB, RoCE
+    failures: list[str] = field(default_factory=list)
+    verdict: str = "fail"  # pass, warn, fail, incomplete
+    reasons: list[str] = field(default_factory=list)
+    not_in_log: list[str] = field(default_factory=list)  # what this log cannot show, asked for or not
+    # not part of the JSON contract's headline, kept for the reasons
+    nccl_lines: int = 0
+    net_channels: int = 0
+    test_ranks: int = 0  # ranks nccl-tests listed under "Using devices"
+    transport_note: str = ""
+    unknown_nets: list[str] = field(default_factory=list)
+    ofi_provider: str | None = None
+    socket_interfaces: list[str] = field(default_factory=list)
+    bootstrap_interfaces: list[str] = field(default_factory=list)  # where NCCL bootstrapped (Bootstrap / OOB)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def strip_prefix(line: str) -> str:
+    """The line as the program wrote it: surrounding blanks and collector prefixes removed."""
+    line = line.strip()
+    if m := PREFIX.match(line):
+        line = line[m.end() :].lstrip()
+    return line
+
+
+def transport_name(via: str) -> str:
+    """`NET/IB/0/GDRDMA` -> `NET/IB/GDRDMA`, `NET/AWS Libfabric/0/GDRDMA/Shared` -> `NET/AWS Libfabric/GDRDMA`,
+    `P2P/CUMEM/read` -> `P2P/CUMEM`, `direct shared memory` -> `SHM`: per-channel detail without ids."""
+    if via.startswith("direct shared memory"):
+        return "SHM"
+    parts = [p.strip() for p in via.split("/")]
+    if parts[0] == "NET":
+        return "/".join(parts[:2] + (["GDRDMA"] if any(p.startswith("GDRDMA") for p in parts[2:]) else []))
+    return "/".join(parts[:2])
+
+
+def net_family(name: str) -> str | None:
+    """What a NET module name is: `ib` (verbs: the internal IB, the HPC-X plugin's IBext / IBext_v6..v11, UCX),
+    `ofi` (aws-ofi-nccl: Libfabric, AWS Libfabric up to 1.11, OFI), `socket`, or None for one not known here."""
+    lower = name.lower()
+    if lower == "socket":
+        return "socket"
+    if lower == "ib" or lower.startswith("ibext") or lower in ("ucx", "ucx-rma"):
+        return "ib"
+    if lower in ("libfabric", "aws libfabric", "ofi"):
+        return "ofi"
+    return None
+
+
+class Parser:
+    """Reads a log one line at a time; memory stays bounded whatever the log holds."""
+
+    def __init__(self, bootstrap: bool = True) -> None:
+        # Whether to read the interfaces NCCL bootstrapped on: a regex pass over every block, so only when asked.
+        self.read_bootstrap = bootstrap
+        self.r = Report()
+        self.channels: Counter[str] = Counter()
+        self.link_layers: set[str] = set()
+        self.networks: set[str] = set()
+        self.bootstrap: list[str] = []  # interfaces in the order first seen (a list: bounded, added in order)
+        self.complete: set[int] = set()
+        self.test_ranks: set[int] = set()
+        self.table: tuple[int, list[int]] | None = None  # columns of the nccl-tests header, busbw positions
+        self.avg_sum = 0.0
+        self.avg_count = 0
+
+    def feed(self, raw: str) -> None:
+        line = strip_prefix(raw)
+        if not line:
+            return
+        if self.read_bootstrap and "Using " in line and (names := BOOTSTRAP_USING.findall(line)):
+            self._bootstrap(names)
+        r, first = self.r, line[0]
+        if first == "#":  # nccl-tests' banner, device list, table header and summary (and comments)
+            self._test_comment(line)
+            return
+        if "NCCL" in line:
+            self._nccl(line)
+        if first.isdigit():
+            self._result_row(line)
+        if FAILURE_HINT.search(line):
+            for pattern, meaning in FAILURES:
+                if meaning not in r.failures and pattern.search(line):
+                    r.failures.append(meaning)
+
+    def _nccl(self, line: str) -> None:
+        r = self.r
+        if " NCCL INFO " in line or " NCCL WARN " in line or line.startswith("NCCL version"):
+            r.nccl_lines += 1
+        if not r.nccl_version and (m := VERSION.search(line)):
+            r.nccl_version = m.group(1)
+        if " via " in line and (m := CHANNEL.search(line)):
+            name = transport_name(m.group(1))
+            if name in self.channels or len(self.channels) < MAX_NAMES:
+                self.channels[name] += 1
+            if name.startswith("NET/"):
+                r.net_channels += 1
+                self._network(name.split("/")[1])
+            return
+        if "NET/IB" in line:
+            self.link_layers.update(LINK_LAYER.findall(line))
+        if "etwork" in line and (m := USING_NETWORK.search(line)):
+            self._network(m.group(1))
+        if "NET/Socket : Using" in line and (m := NET_SOCKET_USING.search(line)):
+            r.socket_interfaces = re.findall(r"\[\d+\](\w+):", m.group(1))[:MAX_NAMES]
+        if "NET/OFI" in line and (m := OFI_PROVIDER.search(line)):
+            r.ofi_provider = m.group(1).lower()
+        if "nranks" in line:
+            if "Init COMPLETE" in line and (m := INIT.search(line)) and len(self.complete) < MAX_RANKS:
+                self.complete.add(int(m.group(1)))
+            if m := NRANKS.search(line):
+                r.nranks = max(r.nranks or 0, int(m.group(1)))
+        if "set by environment" in line and (m := ENV_SET.search(line)):
+            if m.group(1) in r.env or len(r.env) < MAX_NAMES:
+                r.env[m.group(1)] = m.group(2)
+
+    def _bootstrap(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name not in self.bootstrap and len(self.bootstrap) < MAX_NAMES:
+                self.bootstrap.append(name)
+
+    def _network(self, name: str) -> None:
+        if name in self.networks or len(self.networks) < MAX_NAMES:
+            self.networks.add(name)
+
+    def _test_comment(self, line: str) -> None:
+        if "busbw" in line and "size" in line:  # the nccl-tests header names the columns of this table
+            cols = line.lstrip("#").split()
+            self.table = (len(cols), [i for i, col in enumerate(cols) if col == "busbw"])
+        elif "Rank" in line and (m := TEST_RANK.match(line)):
+            if len(self.test_ranks) < MAX_RANKS:
+                self.test_ranks.add(int(m.group(1)))
+        elif "Avg bus bandwidth" in line and (m := AVG_BUSBW.search(line)):
+            self.avg_sum += float(m.group(1))
+            self.avg_count += 1
+
+    def _result_row(self, line: str) -> None:
+        """`  8589934592  2147483648  float  sum  -1  48093.8  178.60  334.89  0  48190.0  178.25  334.22  0`, or
+        older tables without root or redop, or with an `error` column: busbw is where the header says, else the
+        third of each (time, algbw, busbw, #wrong) group at the end."""
+        cols = line.split()
+        if len(cols) < 7 or not (
+            cols[0].isdigit() and cols[1].isdigit() and len(cols[0]) <= 20 and DATATYPE.fullmatch(cols[2])
+        ):
+            return
+        if self.table and len(cols) == self.table[0]:
+            candidates = [cols[i] for i in self.table[1]]
+        elif len(cols) >= 11:
+            candidates = [cols[-6], cols[-2]]
+        else:
+            candidates = [cols[-2]]
+        values = [float(c) for c in candidates if NUMBER.fullmatch(c)]
+        if not values:
+            return
+        busbw, size, r = max(values), int(cols[0]), self.r
+        if r.peak_busbw_gbps is None or (busbw, size) > (r.peak_busbw_gbps, r.peak_message_bytes or 0):
+            r.peak_busbw_gbps, r.peak_message_bytes = busbw, size
+
+    def report(self) -> Report:
+        r = self.r
+        r.channels = dict(sorted(self.channels.items()))
+        r.init_complete = len(self.complete)
+        r.test_ranks = len(self.test_ranks)
+        r.networks = sorted(self.networks)
+        r.bootstrap_interfaces = list(self.bootstrap)
+        r.link_layers = sorted(self.link_layers)
+        if self.avg_count:
+            r.avg_busbw_gbps = round(self.avg_sum / self.avg_count, 3)
+        channel_nets = {c.split("/")[1] for c in self.channels if c.startswith("NET/")}
+        # Channel lines say what each connection used; "Using network" what was picked, for logs without them.
+        names = channel_nets or self.networks
+        families = {net_family(n) for n in names}
+        r.fell_back_to_socket = "socket" in families or "Socket" in self.networks
+        if r.fell_back_to_socket:
+            r.transport = SOCKET
+        elif "ofi" in families:
+            # aws-ofi-nccl also drives Slingshot (cxi) and libfabric's own tcp provider: only efa is EFA.
+            r.transport = EFA if r.ofi_provider in (None, EFA_PROVIDER) else f"{OTHER_PROVIDER}{r.ofi_provider}"
+        elif "ib" in families:
+            r.transport = ROCE if self.link_layers == {"RoCE"} else IB
+        elif None in families:
+            r.unknown_nets = sorted(n for n in names if net_family(n) is None)
+            r.transport_note = (
+                f"unknown (NET/{', NET/'.join(r.unknown_nets)}: a network module ncclcheck does not know)"
+            )
+        elif self.channels:
+            r.transport = LOCAL
+        elif not r.nccl_lines:
+            r.transport_note = f"unknown ({NO_DEBUG})"
+        else:
+            r.transport_note = (
+                "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"
+            )
+        r.gdr = any(c.endswith("GDRDMA") for c in self.channels if c.startswith("NET/"))
+        return r
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """The lines of a log, decoded leniently, never more than MAX_LINE characters of one line held."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        while line := f.readline(MAX_LINE):
+            if not line.endswith("\n"):  # longer than MAX_LINE: skip the rest of it
+                rest = line
+                while rest and not rest.endswith("\n"):
+                    rest = f.readline(MAX_LINE)
+            yield line
+
+
+SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
+SECTION_END = "fastpath-acceptance: end {n} nodes"
+
+
+def parse(lines: Iterable[str], section: int | None = None, bootstrap: bool = True) -> tuple[Report, bool]:
+    """The report of a log (of its `section`-node run when given) and whether that run was found. A run that
+    starts again starts a fresh report; a log cut off mid-run is judged on what is there. `bootstrap`: read the
+    interfaces NCCL bootstrapped on."""
+    parser = Parser(bootstrap)
+    if section is None:
+        for line in lines:
+            parser.feed(line)
+        return parser.report(), True
+    begin, end = SECTION_BEGIN.format(n=section), SECTION_END.format(n=section)
+    found = inside = False
+    for line in lines:
+        if "fastpath-acceptance:" in line:
+            marker = strip_prefix(line)
+            if marker == begin:
+                parser, found, inside = Parser(bootstrap), True, True
+                continue
+            if marker == end and inside:
+                break
+        if inside:
+            parser.feed(line)
+    return parser.report(), found
+
+
+def parse_text(text: str, section: int | None = None) -> Report:
+    """`parse` of a log held in a string (tests, small logs)."""
+    return parse(text.splitlines(), section)[0]
