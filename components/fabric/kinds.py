@@ -3,6 +3,7 @@
 A kind is the inter-node fabric (what NCCL's traffic rides on); an attachment is how a rail's NIC reaches a
 training pod. Code that differs per kind or attachment dispatches with `match` and `assert_never`, so a new row
 fails type checking (`make typecheck`) everywhere a case is missing; what does not differ is read off the row.
+A comparison of a kind or attachment to a string anywhere else fails tests/test_kinds_in_one_place.py.
 Adding a kind or an attachment is one row here plus its real differences (docs/architecture.md).
 
 Pure data: no Pulumi, no config imports (config validates against these rows).

@@ -78,7 +78,8 @@ class BlockParser(Parser):
         if sum(slow.values()) <= MAX_FOUND and all(shape.in_bulk for shape, _ in judged.values()):
             kinds = [any(shape.hits[kind] for shape, _ in judged.values()) for kind in range(4)]
             env_at = {line: shape.env_at for line, (shape, _) in judged.items() if shape.env_at}
-            self._read_in_bulk(block, norm, slow, kinds, env_at)
+            boot = {line: (shape.boot_at, n) for line, (shape, n) in judged.items() if shape.boot_at}
+            self._read_in_bulk(block, norm, slow, kinds, env_at, boot)
         else:
             self._read_line_by_line(block, lines, judged, set(per_line))
 
@@ -112,13 +113,15 @@ class BlockParser(Parser):
         slow: dict[bytes, int],
         kinds: list[bool],
         env_at: dict[bytes, tuple[int, int, int, int]],
+        boot: dict[bytes, tuple[tuple[tuple[int, int], ...], int]],
     ) -> None:
-        """Ranks, environment, nccl-tests ranks and bootstrap interfaces by one regex over the block each, for the
-        `kinds` its shapes hold (`Shape.in_bulk` made sure each match is one that `feed` takes, as many per line as it
-        takes); the few slow lines found by their shape. Variables whose lines have digits (`env_at`: where name and
-        value are in lines of that shape) are read from the last line of each shape: the last value set wins, and
-        `_order_free` made sure that no bound fills up, so the lines before it change nothing, unless the names
-        themselves hold digits."""
+        """Ranks, environment and nccl-tests ranks by one regex over the block each, for the `kinds` its shapes hold
+        (`Shape.in_bulk` made sure each match is one that `feed` takes, as many per line as it takes); the few slow
+        lines found by their shape. Variables whose lines have digits (`env_at`: where name and value are in lines of
+        that shape) are read from the last line of each shape: the last value set wins, and `_order_free` made sure
+        that no bound fills up, so the lines before it change nothing, unless the names themselves hold digits.
+        Bootstrap interfaces are read where the lines that hold them are (`boot`: where in each line, and how many
+        lines), or by a regex over the block when they have many shapes."""
         r = self.r
         if kinds[0] and (found := RANKS_BYTES.findall(block)):
             # Sets of the numbers as written first: a block holds each rank's few init lines, and int() is per value.
@@ -138,8 +141,16 @@ class BlockParser(Parser):
                     r.env[name.decode()] = value.decode()
         if kinds[2]:
             _add_bounded(self.test_ranks, TEST_RANK_BYTES.findall(block))
-        if kinds[3]:
+        if kinds[3] and len(boot) > MAX_FOUND_SHAPES:
             self._bootstrap(_bootstrap_names(block))
+        elif kinds[3]:
+            found = sorted(
+                (start + a, block[start + a : start + b])
+                for line, (spans, n) in boot.items()
+                for start, _ in _line_starts(norm, line, n)
+                for a, b in spans
+            )
+            self._bootstrap(name.decode("utf-8", "replace") for _, name in found)
         if not slow:
             return
         starts = []
@@ -240,8 +251,10 @@ RANKS_ANYWHERE = re.compile(rb"rank \d{1,9} nranks \d{1,9}")
 BOOTSTRAP_BYTES = tuple(re.compile((lead + INTERFACE_ADDRESS).encode()) for lead in BOOTSTRAP_LEADS)
 # Whitespace to str (strip, split, \s) but not to bytes patterns: lines holding them are read by `feed`.
 STR_ONLY_SPACE = re.compile(rb"[\x1c-\x1f]")
-# Past this many slow lines in a block, finding each by its shape costs more than walking the block's lines.
+# Past this many slow lines in a block, finding each by its shape costs more than walking the block's lines; past
+# this many shapes of lines with bootstrap interfaces, finding their lines costs more than a regex over the block.
 MAX_FOUND = 64
+MAX_FOUND_SHAPES = 16
 # `via P2P/...`, the transport of most channel lines, zeroed: its shape puts the 2 back, or every such line would
 # be read on its own (a name with a digit).
 P2P = (b"via P2P/", b"via P0P/")
