@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from components.model.profile import normalize as _normalize
-from policies.pods import containers, dict_or_empty, has_gpus, launcher_exports
+from policies.pods import Facts, containers, dict_or_empty, facts, launcher_exports
 from policies.podspecs import Extracted, PodTemplate, extract
 from policies.runtimes import Pairing, RuntimeIndex, pair
 
@@ -104,11 +104,20 @@ class Context:
     pairing: Pairing | None = None  # a TrainJob's runtime, and whether its pods are the templates judged
     # rank_env and rank_literals per container, by identity: the extracted containers live as long as the context.
     envs: dict[int, tuple[dict[str, str | None], dict[str, str]]] = field(default_factory=dict)
+    _facts: dict[int, Facts] = field(default_factory=dict, init=False, repr=False)
+
+    def facts(self, c: dict) -> Facts:
+        """A container's GPUs, RDMA resources and literal env (pods.facts), worked out once per container of the
+        object, by identity like `envs`."""
+        known = self._facts.get(id(c))
+        if known is None:
+            known = self._facts[id(c)] = facts(c)
+        return known
 
     @cached_property
     def gpu_containers(self) -> list[tuple[PodTemplate, dict]]:
         """Containers that ask for GPUs, counted or not (a templated count still means GPUs)."""
-        return [(t, c) for t in self.templates for c in containers(t) if has_gpus(c)]
+        return [(t, c) for t in self.templates for c in containers(t) if self.facts(c).has_gpus]
 
     @cached_property
     def exports(self) -> dict[str, str | None]:
@@ -258,14 +267,14 @@ class Plan:
     def for_kind(self, kind: str, pods: bool = True) -> tuple[tuple[Rule, dict, dict | None], ...]:
         """The checks that can flag an object of `kind`; with `pods` False, of one that has no pod template (most
         objects of a lint: the rules that judge pods only are left out)."""
-        key = (kind, pods)
-        if key not in self._by_kind:
-            self._by_kind[key] = tuple(
+        found = self._by_kind.get((kind, pods))
+        if found is None:
+            found = self._by_kind[(kind, pods)] = tuple(
                 check
                 for check in self.checks
                 if (check[0].kinds is None or kind in check[0].kinds) and (pods or not check[0].pods)
             )
-        return self._by_kind[key]
+        return found
 
 
 def plan(config: dict | None = None, rules: list[Rule] | None = None) -> Plan:
@@ -287,27 +296,31 @@ def evaluate(
     rules: list[Rule] | None = None,
     checks: Plan | None = None,
     runtimes: RuntimeIndex | None = None,
+    plain: bool = False,
 ) -> list[Violation]:
     """Every violation of `obj`. `claims` (claim_index of all objects being checked) lets rules see the access
     modes of the claims a pod mounts; `runtimes` (RuntimeIndex of the same objects) the runtime a TrainJob names,
     whose pods it is judged by. `config` is CrossGuard's format, resolved by parse_config or written directly as
     {policy: {enforcementLevel, <param>, exemptNamespaces, exemptLabels}}; a caller checking many objects passes
-    `checks` (plan(config, rules)) instead, resolved once."""
-    obj = normalize(obj)
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+    `checks` (plan(config, rules)) instead, resolved once. `plain` says `obj` and the other objects are plain
+    already (normalize's output, or tools.manifests.read(plain=True)'s): walking every node again to find nothing
+    to change was a fifth of a lint."""
+    if not plain:
+        obj = normalize(obj)
+    if not isinstance(obj, dict) or not isinstance(kind := obj.get("kind"), str):
         return []  # not a Kubernetes object (the loader reports such documents)
     checks = checks or plan(config, rules)
-    todo = checks.for_kind(obj["kind"])
+    todo = checks.for_kind(kind)
     if not todo:
         return []
-    if obj["kind"] == "TrainJob":
-        return _train_job(obj, checks, todo, claims, runtimes)
+    if kind == "TrainJob":
+        return _train_job(obj, checks, todo, claims, runtimes, plain)
     found = extract(obj)
-    return _judge(obj, found, todo if found.templates else checks.for_kind(obj["kind"], pods=False), claims)
+    return _judge(obj, found, todo if found.templates else checks.for_kind(kind, pods=False), claims)
 
 
 def _train_job(
-    obj: dict, checks: Plan, todo: tuple, claims: dict | None, runtimes: RuntimeIndex | None
+    obj: dict, checks: Plan, todo: tuple, claims: dict | None, runtimes: RuntimeIndex | None, plain: bool
 ) -> list[Violation]:
     """A TrainJob by the pods its runtime gives it, less what the runtime is already flagged for; by its trainer
     alone, under the rules that can judge a container by itself, when the runtime is not among the objects."""
@@ -317,7 +330,7 @@ def _train_job(
         todo = tuple(c for c in todo if c[0].trainer_alone)
         return _judge(obj, trainer, todo, claims, pairing)
     effective = Extracted(pairing.effective.templates, trainer.problems + pairing.effective.problems)
-    own = _runtime_findings(pairing, runtimes, checks, claims)
+    own = _runtime_findings(pairing, runtimes, checks, claims, plain)
     out = []
     for v in _judge(obj, effective, todo, claims, pairing):
         if v.rule == TRAINJOB_RUNTIME:
@@ -328,14 +341,14 @@ def _train_job(
 
 
 def _runtime_findings(
-    pairing: Pairing, runtimes: RuntimeIndex | None, checks: Plan, claims: dict | None
+    pairing: Pairing, runtimes: RuntimeIndex | None, checks: Plan, claims: dict | None, plain: bool
 ) -> frozenset[tuple[str, str, str]]:
     """(rule, level, message) of what the runtime is flagged for on its own, worked out once per runtime and lint."""
     if runtimes is None or pairing.runtime is None:
         return frozenset()
     key = (pairing.ref, id(checks))
     if key not in runtimes.memo:  # the plan is kept beside its findings, so its id is not reused meanwhile
-        found = evaluate(pairing.runtime, claims=claims, checks=checks, runtimes=runtimes)
+        found = evaluate(pairing.runtime, claims=claims, checks=checks, runtimes=runtimes, plain=plain)
         runtimes.memo[key] = (checks, frozenset((v.rule, v.level, v.message) for v in found))
     return runtimes.memo[key][1]
 
@@ -343,7 +356,6 @@ def _runtime_findings(
 def _judge(
     obj: dict, found: Extracted, todo: tuple, claims: dict | None, pairing: Pairing | None = None
 ) -> list[Violation]:
-    md = dict_or_empty(obj.get("metadata"))
     out = []
     ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known, pairing=pairing)
     for rule, cfg, adv in todo:
@@ -354,6 +366,7 @@ def _judge(
             level = _level_of(f, rule, cfg, adv)
             if level is None or exempt(obj, adv if (adv is not None and f.level == ADVISORY) else cfg):
                 continue
+            md = dict_or_empty(obj.get("metadata"))
             out.append(
                 Violation(
                     rule.id, level, obj["kind"], str(md.get("namespace") or ""), str(md.get("name") or ""), f.message

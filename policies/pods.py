@@ -9,7 +9,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from components.fabric import kinds
 from components.fabric.kinds import EFA_RESOURCE
@@ -52,13 +52,9 @@ RDMA_RESOURCE = re.compile(
 
 # A lint meets a few dozen distinct resource names, in thousands of containers: each is matched once.
 @lru_cache(maxsize=4096)
-def is_gpu_resource(name: str) -> bool:
-    return GPU_RESOURCE.match(name) is not None
-
-
-@lru_cache(maxsize=4096)
-def is_rdma_resource(name: str) -> bool:
-    return RDMA_RESOURCE.match(name) is not None
+def resource_kind(name: str) -> tuple[bool, bool]:
+    """Whether a resource is a GPU, and whether it is an RDMA device."""
+    return GPU_RESOURCE.match(name) is not None, RDMA_RESOURCE.match(name) is not None
 
 
 def containers(t: PodTemplate) -> list[dict]:
@@ -86,33 +82,44 @@ def resources(c: dict) -> dict:
     return {**(r.get("requests") or {}), **(r.get("limits") or {})}
 
 
-def gpu_requests(c: dict) -> dict[str, object]:
-    """The GPU resources a container requests: resource -> value as written."""
-    return {k: v for k, v in resources(c).items() if is_gpu_resource(k)}
-
-
-def unknown_gpus(c: dict) -> dict[str, object]:
-    """GPU resources whose count is not a number (`$GPUS`, `{{ .Values.gpus }}`): the rules cannot count them."""
-    return {k: v for k, v in gpu_requests(c).items() if int_or_none(v) is None}
-
-
-def gpus(c: dict) -> int:
-    """GPUs a container requests, counting every GPU resource whose count is a number."""
-    return sum(max(int_or_none(v) or 0, 0) for v in gpu_requests(c).values())
-
-
-def has_gpus(c: dict) -> bool:
-    """Whether a container asks for GPUs: a positive count, or a count a template fills in later."""
-    return any(n is None or n > 0 for n in map(int_or_none, gpu_requests(c).values()))
-
-
 def rdma_resources(c: dict) -> list[str]:
-    return [r for r in resources(c) if is_rdma_resource(r)]
+    return [r for r in resources(c) if resource_kind(r)[1]]
 
 
-def env(c: dict) -> dict[str, str]:
-    """Literal env values (valueFrom entries are not literals)."""
-    return {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "valueFrom" not in e}
+class Facts(NamedTuple):
+    """What the rules read of one container of the extractor's (podspecs: every env entry named): its GPUs, RDMA
+    devices and env. A dozen rules ask, so each container's are worked out once (Context.facts) and shared:
+    read-only."""
+
+    unknown_gpus: dict[str, object]  # GPU resources whose count is not a number (`$GPUS`): the rules cannot count them
+    gpus: int  # GPUs requested, counting every GPU resource whose count is a number
+    has_gpus: bool  # asks for GPUs: a positive count, or a count a template fills in later
+    rdma: list[str]  # the RDMA resources it requests
+    env: dict[str, str]  # literal env values (valueFrom entries are not literals)
+    rank_env: dict[str, str | None]  # every env name it sets: its literal value, or None for valueFrom
+
+
+def facts(c: dict) -> Facts:
+    unknown: dict[str, object] = {}
+    gpus, has_gpus, rdma = 0, False, []
+    for name, value in resources(c).items():
+        gpu, device = resource_kind(name)
+        if gpu:
+            n = int_or_none(value)
+            if n is None:
+                unknown[name] = value
+            gpus += max(n or 0, 0)
+            has_gpus = has_gpus or n is None or n > 0
+        if device:
+            rdma.append(name)
+    env: dict[str, str] = {}
+    rank_env: dict[str, str | None] = {}
+    for e in c.get("env") or []:
+        if "valueFrom" in e:
+            rank_env[e["name"]] = None
+        else:
+            rank_env[e["name"]] = env[e["name"]] = str(e.get("value", ""))
+    return Facts(unknown, gpus, has_gpus, rdma, env, rank_env)
 
 
 def pod_annotations(t: PodTemplate) -> dict:
@@ -127,23 +134,16 @@ def mounts_infiniband(t: PodTemplate) -> bool:
     )
 
 
-def is_rdma_pod(t: PodTemplate) -> bool:
+def is_rdma_pod(ctx: Context, t: PodTemplate) -> bool:
     return (
         bool(pod_annotations(t).get(NETWORKS_ANNOTATION))
-        or any(rdma_resources(c) for c in containers(t))
+        or any(ctx.facts(c).rdma for c in containers(t))
         or mounts_infiniband(t)
     )
 
 
 def where(t: PodTemplate, c: dict) -> str:
     return f"{t.role} container {c.get('name')!r}"
-
-
-def rank_env_of(c: dict) -> dict[str, str | None]:
-    """Every env name a container sets: its literal value, or None for valueFrom."""
-    return {
-        e["name"]: (None if "valueFrom" in e else str(e.get("value", ""))) for e in c.get("env") or [] if e.get("name")
-    }
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -170,16 +170,30 @@ def _script_env(words: Iterable[str]) -> dict[str, str]:
 
 
 @lru_cache(maxsize=1024)  # the MPIJobs of one lint share a few launcher command lines: each is read once
-def _read_script(line: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str], tuple[int, ...], bool]:
-    """What a launcher's command line says: its words, the variables its script sets (read-only), where its
-    export flags are, and whether a launcher that hands every rank its whole environment (horovodrun) runs it."""
+def _read_script(line: tuple[str, ...]) -> tuple[dict[str, str], tuple[tuple[str, str | None], ...], bool]:
+    """What a launcher's command line says: the variables its script sets (read-only), what its export flags
+    export in order (name and value, or None where the value is the launcher's own), and whether a launcher that
+    hands every rank its whole environment (horovodrun) runs it."""
     words = tuple(command_words(line))
     joined = "\0".join(words)  # one substring search before looking at a thousand words one by one
     whole = any(name in joined for name in WHOLE_ENV_LAUNCHERS) and any(
         posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words
     )
+    exports: list[tuple[str, str | None]] = []
     # Scripts run to a thousand words: only the flags are visited, found by a comprehension.
-    return words, _script_env(words), tuple(i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS), whole
+    for i in [i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS]:
+        w, nxt = words[i], words[i + 1]
+        name, eq, value = nxt.partition("=")
+        if w in ("-x", "--x"):
+            exports.append((name, value if eq else None))
+        elif w in ("-genv", "--genv", "-env", "--env"):
+            if eq:
+                exports.append((name, value))
+            elif i + 2 < len(words):
+                exports.append((nxt, words[i + 2]))
+        else:  # -genvlist and friends
+            exports += [(n, None) for n in nxt.split(",")]
+    return _script_env(words), tuple(exports), whole
 
 
 def launcher_exports(ctx: Context) -> dict[str, str | None]:
@@ -196,26 +210,16 @@ def launcher_exports(ctx: Context) -> dict[str, str | None]:
         if t.role != "Launcher":
             continue
         for c in containers(t):
-            words, script_env, flags, whole_env_launcher = _read_script((*c["command"], *c["args"]))
-            own = {**rank_env_of(c), **script_env}
+            script_env, exports, whole_env_launcher = _read_script((*c["command"], *c["args"]))
+            rank_env = ctx.facts(c).rank_env
+            own = {**rank_env, **script_env}
             if whole or whole_env_launcher:
-                out.update(rank_env_of(c))
-            for i in flags:
-                w, nxt = words[i], words[i + 1]
-                if w in ("-x", "--x"):
-                    name, eq, value = nxt.partition("=")
-                    if eq:
-                        out[name] = value
-                    elif name in own:
-                        out[name] = own[name]
-                elif w in ("-genv", "--genv", "-env", "--env"):
-                    name, eq, value = nxt.partition("=")
-                    if eq:
-                        out[name] = value
-                    elif i + 2 < len(words):
-                        out[nxt] = words[i + 2]
-                else:  # -genvlist and friends
-                    out.update({n: own[n] for n in nxt.split(",") if n in own})
+                out.update(rank_env)
+            for name, value in exports:
+                if value is not None:
+                    out[name] = value
+                elif name in own:
+                    out[name] = own[name]
     return out
 
 
@@ -235,8 +239,8 @@ def _rank_envs(ctx: Context, t: PodTemplate, c: dict) -> tuple[dict[str, str | N
     # Six NCCL rules read each container's environment: worked out once per container of the object.
     if (known := ctx.envs.get(id(c))) is not None:
         return known
-    out = rank_env_of(c)
+    out = ctx.facts(c).rank_env
     if ctx.obj.get("kind") == "MPIJob" and t.role != "Launcher":
-        out.update(ctx.exports)
+        out = {**out, **ctx.exports}
     ctx.envs[id(c)] = (out, {k: v for k, v in out.items() if v is not None})
     return ctx.envs[id(c)]

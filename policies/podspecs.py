@@ -115,29 +115,33 @@ class _Reader:
         if message not in self.problems:
             self.problems.append(message)
 
-    def mapping(self, value: Any, path: str) -> dict:
+    # `path` + `at` is where the value sits, joined only for a note: the reader meets thousands of fields for each
+    # one it has to mention.
+    def mapping(self, value: Any, path: str, at: str = "") -> dict:
         if isinstance(value, dict):
             return value
         if value is not None:
-            self.note(f"{path} is {_what(value)}, not a mapping: not judged")
+            self.note(f"{path}{at} is {_what(value)}, not a mapping: not judged")
         return {}
 
-    def sequence(self, value: Any, path: str) -> list:
+    def sequence(self, value: Any, path: str, at: str = "") -> list:
         if isinstance(value, list):
             return value
         if value is not None:
-            self.note(f"{path} is {_what(value)}, not a list: not judged")
+            self.note(f"{path}{at} is {_what(value)}, not a list: not judged")
         return []
 
-    def mappings(self, value: Any, path: str) -> list[dict]:
+    def mappings(self, value: Any, path: str, at: str = "") -> list[dict]:
         if type(value) is list and all(map(isinstance, value, repeat(dict))):
             return value  # the common case, checked without a step in Python per item
+        if value is None:
+            return []
         out = []
-        for i, item in enumerate(self.sequence(value, path)):
+        for i, item in enumerate(self.sequence(value, path, at)):
             if isinstance(item, dict):
                 out.append(item)
             else:
-                self.note(f"{path}[{i}] is {_what(item)}, not a mapping: not judged")
+                self.note(f"{path}{at}[{i}] is {_what(item)}, not a mapping: not judged")
         return out
 
     def count(self, value: Any, path: str, default: int = 1) -> int:
@@ -155,20 +159,29 @@ class _Reader:
             )
             return default
 
-    def strings(self, value: Any, path: str) -> dict:
+    def strings(self, value: Any, path: str, at: str = "") -> dict:
         """A string-keyed mapping (labels, annotations, nodeSelector, resources): other keys made strings, values
         kept. Nearly every manifest has string keys already, and then gets its own mapping back, not a copy."""
-        mapping = self.mapping(value, path)
+        mapping = self.mapping(value, path, at)
         return mapping if all(map(isinstance, mapping, repeat(str))) else {str(k): v for k, v in mapping.items()}
+
+    def words(self, value: Any, path: str, at: str) -> list[str]:
+        """A command or args: a list of words, each a string (a list of strings already is kept, not copied)."""
+        if type(value) is list and all(map(isinstance, value, repeat(str))):
+            return value
+        if isinstance(value, str):
+            self.note(f"{path}{at} is a string, not a list of words: read as one word")
+            value = [value]
+        return [str(w) for w in self.sequence(value, path, at) if w is not None]
 
     def container(self, c: dict, path: str) -> dict:
         out = dict(c)
         for key in ("name", "image"):
             if c.get(key) is not None and not isinstance(c[key], str):
                 out[key] = str(c[key])
-        envs = self.mappings(c.get("env"), f"{path}.env")
+        envs = self.mappings(c.get("env"), path, ".env")
         names = [e.get("name") for e in envs]
-        if all(map(isinstance, names, repeat(str))) and all(names):
+        if all(names) and all(map(isinstance, names, repeat(str))):
             out["env"] = envs
         else:
             out["env"] = []
@@ -180,27 +193,27 @@ class _Reader:
                     )
                     continue
                 out["env"].append(e)
-        out["envFrom"] = self.mappings(c.get("envFrom"), f"{path}.envFrom")
-        for key in ("command", "args"):
-            words = c.get(key)
-            if isinstance(words, str):
-                self.note(f"{path}.{key} is a string, not a list of words: read as one word")
-                words = [words]
-            out[key] = [str(w) for w in self.sequence(words, f"{path}.{key}") if w is not None]
+        out["envFrom"] = self.mappings(c.get("envFrom"), path, ".envFrom")
+        out["command"] = self.words(c.get("command"), path, ".command")
+        out["args"] = self.words(c.get("args"), path, ".args")
         out["volumeMounts"] = [
             m
             if type(m.get("name")) is str and type(m.get("mountPath")) is str
             else {**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")}
-            for m in self.mappings(c.get("volumeMounts"), f"{path}.volumeMounts")
+            for m in self.mappings(c.get("volumeMounts"), path, ".volumeMounts")
         ]
-        res = self.mapping(c.get("resources"), f"{path}.resources")
+        res = self.mapping(c.get("resources"), path, ".resources")
         out["resources"] = {
             **res,
-            **{k: self.strings(res.get(k), f"{path}.resources.{k}") for k in ("requests", "limits")},
+            "requests": self.strings(res.get("requests"), path, ".resources.requests"),
+            "limits": self.strings(res.get("limits"), path, ".resources.limits"),
         }
-        sc = dict(self.mapping(c.get("securityContext"), f"{path}.securityContext"))
-        caps = dict(self.mapping(sc.get("capabilities"), f"{path}.securityContext.capabilities"))
-        caps["add"] = [str(a) for a in self.sequence(caps.get("add"), f"{path}.securityContext.capabilities.add")]
+        sc = dict(self.mapping(c.get("securityContext"), path, ".securityContext"))
+        caps = dict(self.mapping(sc.get("capabilities"), path, ".securityContext.capabilities"))
+        add = caps.get("add")
+        caps["add"] = (
+            [str(a) for a in self.sequence(add, path, ".securityContext.capabilities.add")] if add is not None else []
+        )
         sc["capabilities"] = caps
         out["securityContext"] = sc
         return out
@@ -210,16 +223,16 @@ class _Reader:
         for key in ("containers", "initContainers"):
             out[key] = [
                 self.container(c, f"{path}.{key}[{i}]")
-                for i, c in enumerate(self.mappings(spec.get(key), f"{path}.{key}"))
+                for i, c in enumerate(self.mappings(spec.get(key), path, f".{key}"))
             ]
         out["volumes"] = [
             v if type(v.get("name")) is str else {**v, "name": str(v.get("name") or "")}
-            for v in self.mappings(spec.get("volumes"), f"{path}.volumes")
+            for v in self.mappings(spec.get("volumes"), path, ".volumes")
         ]
-        out["tolerations"] = self.mappings(spec.get("tolerations"), f"{path}.tolerations")
-        out["nodeSelector"] = self.strings(spec.get("nodeSelector"), f"{path}.nodeSelector")
-        affinity = dict(self.mapping(spec.get("affinity"), f"{path}.affinity"))
-        affinity["nodeAffinity"] = self.mapping(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+        out["tolerations"] = self.mappings(spec.get("tolerations"), path, ".tolerations")
+        out["nodeSelector"] = self.strings(spec.get("nodeSelector"), path, ".nodeSelector")
+        affinity = dict(self.mapping(spec.get("affinity"), path, ".affinity"))
+        affinity["nodeAffinity"] = self.mapping(affinity.get("nodeAffinity"), path, ".affinity.nodeAffinity")
         out["affinity"] = affinity
         return out
 
@@ -233,8 +246,8 @@ class _Reader:
             return []
         md_path = "metadata" if path == "spec" else f"{path}.metadata"
         md = dict(self.mapping(template.get("metadata"), md_path))
-        md["annotations"] = self.strings(md.get("annotations"), f"{md_path}.annotations")
-        md["labels"] = self.strings(md.get("labels"), f"{md_path}.labels")
+        md["annotations"] = self.strings(md.get("annotations"), md_path, ".annotations")
+        md["labels"] = self.strings(md.get("labels"), md_path, ".labels")
         spec = self.pod_spec(spec, spec_path)
         return [PodTemplate(str(role), replicas, {**template, "metadata": md, "spec": spec}, path, generic)]
 
@@ -376,16 +389,16 @@ def _search(r: _Reader, value: Any, path: str) -> list[PodTemplate]:
 
 
 def extract(obj: dict) -> Extracted:
-    r = _Reader()
     kind = obj.get("kind")
     if not isinstance(kind, str):
         return Extracted([], [f"kind is {_what(kind)}, not a string: not judged"], False)
-    if obj.get("spec") is not None and not isinstance(obj.get("spec"), dict):
-        r.note(f"spec is {_what(obj.get('spec'))}, not a mapping: not judged")
-        return Extracted([], r.problems)
-    if kind in NO_PODS:
-        return Extracted([], r.problems)
-    spec = obj.get("spec") or {}
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return Extracted([], [f"spec is {_what(spec)}, not a mapping: not judged"])
+    if kind in NO_PODS:  # most objects of a lint
+        return Extracted()
+    r = _Reader()
+    spec = spec or {}
     known = True
     if kind == "Pod":
         tpls = r.template({"metadata": obj.get("metadata") or {}, "spec": spec}, "pod", 1, "spec")

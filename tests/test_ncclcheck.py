@@ -595,3 +595,24 @@ def test_bootstrap_is_read_only_when_asked():
     path = LOGS / "ib_gdr_linerate.log"
     assert parse_files([path], bootstrap=False)[0].bootstrap_interfaces == []
     assert parse_files([path])[0].bootstrap_interfaces == ["eth0"]
+
+
+ONE_NODE = "h:1:2 [0] NCCL INFO Using network {net}\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {via}\n"
+
+
+# A one-node run picks a network at init (IB where there are HCAs, Socket where there are none) and then connects
+# every channel inside the node: the acceptance series' 1-node run expects `local`, never a fallback.
+@pytest.mark.parametrize(
+    ("text", "transport", "fell_back"),
+    [
+        (ONE_NODE.format(net="IB", via="P2P/CUMEM/read"), "local", False),
+        (ONE_NODE.format(net="Socket", via="SHM/direct/direct"), "local", False),
+        (ONE_NODE.format(net="IB", via="NET/IB/0"), "ib", False),
+        (ONE_NODE.format(net="IB", via="NET/Socket/0"), "socket", True),
+        ("h:1:2 [0] NCCL INFO Using network Socket\n", "socket", True),  # no channel lines: what was picked counts
+    ],
+    ids=["ib-picked-p2p", "socket-picked-shm", "net-ib", "net-socket", "picked-socket-only"],
+)
+def test_what_the_channels_used_decides_over_the_network_picked(text, transport, fell_back):
+    r = parse_text(text)
+    assert (r.transport, r.fell_back_to_socket) == (transport, fell_back)

@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from policies.config import ConfigError, parse_config
-from policies.engine import MANDATORY, REMEDIATE, Violation, claim_index, evaluate, plan
+from policies.engine import MANDATORY, REMEDIATE, Violation, claim_index, evaluate, normalize, plan
 from policies.runtimes import RuntimeIndex
 from tools.manifests import LOADER, Loaded, Unreadable, load, read
 
@@ -48,20 +48,21 @@ FAILING = (MANDATORY, REMEDIATE)
 def lint(objects: list[dict], config: dict | None = None) -> list[Violation]:
     """Every violation of `objects` under `config` (CrossGuard format; ConfigError if it is not valid)."""
     checks = plan(parse_config(config))
+    objects = [normalize(obj) for obj in objects]  # once, before the claims and runtimes are indexed
     claims, runtimes = claim_index(objects), RuntimeIndex(objects)
-    return [v for obj in objects for v in evaluate(obj, claims=claims, checks=checks, runtimes=runtimes)]
+    return [v for obj in objects for v in evaluate(obj, claims=claims, checks=checks, runtimes=runtimes, plain=True)]
 
 
 def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violation], list[Unreadable]]:
     """Violations of everything read, and what could not be read or judged. An object the linter fails on (a
     bug: the rules are meant to read any shape) is reported as unjudged, and the run goes on."""
     checks = plan(parse_config(config))
-    objects = [obj for _, _, obj in loaded.objects]
+    objects = [obj if loaded.plain else normalize(obj) for _, _, obj in loaded.objects]
     claims, runtimes = claim_index(objects), RuntimeIndex(objects)  # once: every TrainJob looks its runtime up
     violations, problems = [], list(loaded.unreadable)
-    for file, number, obj in loaded.objects:
+    for (file, number, _), obj in zip(loaded.objects, objects, strict=True):
         try:
-            violations += evaluate(obj, claims=claims, checks=checks, runtimes=runtimes)
+            violations += evaluate(obj, claims=claims, checks=checks, runtimes=runtimes, plain=True)
         except Exception as err:  # the safety net: never a traceback, always the document that caused it
             md = obj.get("metadata")
             md = md if isinstance(md, dict) else {}
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"config: {err}", file=sys.stderr)
         return 2
-    violations, problems = lint_loaded(read(args.paths), config)
+    violations, problems = lint_loaded(read(args.paths, plain=True), config)
     if args.format == "json":
         print(json.dumps([v.as_dict() for v in violations], indent=2))
     else:

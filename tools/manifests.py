@@ -48,6 +48,7 @@ class Unreadable:
 class Loaded:
     objects: list[tuple[Path, int, dict]]  # (file, document, object)
     unreadable: list[Unreadable]
+    plain: bool = False  # read with plain=True: whole-number floats are ints, as the policy engine judges them
 
 
 class ManifestError(yaml.YAMLError):
@@ -96,14 +97,13 @@ def _chunks(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _shape_problem(doc: object) -> str | None:
-    """Why a parsed document cannot be walked safely: an alias cycle, an alias bomb, absurd nesting."""
+def _shape_problem(doc: object, whole: list[tuple[Any, Any]]) -> str | None:
+    """Why a parsed document cannot be walked safely: an alias cycle, an alias bomb, absurd nesting. On the way,
+    where each whole-number float sits goes into `whole`, as (mapping or list, key or index)."""
     memo: dict[int, int] = {}
     stack: set[int] = set()
 
-    def size(x: object, depth: int) -> int:
-        if not isinstance(x, dict | list):
-            return 1
+    def size(x: dict | list, depth: int) -> int:
         if depth > MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels: not a Kubernetes object")
         key = id(x)
@@ -112,8 +112,15 @@ def _shape_problem(doc: object) -> str | None:
         if key in stack:
             raise ValueError("a YAML alias refers to a node that contains it (a cycle): write the value out")
         stack.add(key)
-        items = list(x.keys()) + list(x.values()) if isinstance(x, dict) else x
-        n = 1 + sum(size(v, depth + 1) for v in items)
+        # Keys count one each: YAML mapping keys are hashable, so never a mapping or a list.
+        n, pairs = (1 + len(x), x.items()) if isinstance(x, dict) else (1, enumerate(x))
+        for at, v in pairs:
+            if isinstance(v, dict | list):
+                n += size(v, depth + 1)
+                continue
+            n += 1
+            if type(v) is float and v.is_integer():
+                whole.append((x, at))
         stack.discard(key)
         memo[key] = n
         if n > MAX_VALUES:
@@ -121,7 +128,8 @@ def _shape_problem(doc: object) -> str | None:
         return n
 
     try:
-        size(doc, 0)
+        if isinstance(doc, dict | list):
+            size(doc, 0)
     except ValueError as err:
         return str(err)
     return None
@@ -152,9 +160,9 @@ def _objects(
 
 
 def _parse(
-    file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int
+    file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int, plain: bool
 ) -> Iterator[tuple[Path, int, dict] | Unreadable]:
-    """The objects of one document, or why it cannot be read."""
+    """The objects of one document, or why it cannot be read; with `plain`, its whole-number floats made ints."""
     lines = body.splitlines()
     skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))), 0)
     line = first_line + skip + 1  # the document's first line of content
@@ -181,28 +189,34 @@ def _parse(
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         yield Unreadable(file, number, at_line, f"not valid YAML: {problem}")
         return
-    if (why := _shape_problem(doc)) is not None:
+    whole: list[tuple[Any, Any]] = []
+    if (why := _shape_problem(doc, whole)) is not None:
         yield Unreadable(file, number, line, why)
         return
-    for obj in _objects(doc, file, number, line):
+    found = list(_objects(doc, file, number, line))  # a problem names a value as the document wrote it
+    for node, at in whole if plain else ():
+        node[at] = int(node[at])
+    for obj in found:
         yield obj if isinstance(obj, Unreadable) else (file, number, obj)
 
 
-def read_text(file: Path, text: str, bad_at: int | None = None) -> Loaded:
+def read_text(file: Path, text: str, bad_at: int | None = None, plain: bool = False) -> Loaded:
     objects: list[tuple[Path, int, dict]] = []
     unreadable: list[Unreadable] = []
     for number, (first_line, offset, body) in enumerate(_chunks(text), 1):
-        for got in _parse(file, number, first_line, body, bad_at, offset):
+        for got in _parse(file, number, first_line, body, bad_at, offset, plain):
             if isinstance(got, Unreadable):
                 unreadable.append(got)
             else:
                 objects.append(got)
-    return Loaded(objects, unreadable)
+    return Loaded(objects, unreadable, plain)
 
 
-def read(paths: list[Path]) -> Loaded:
+def read(paths: list[Path], plain: bool = False) -> Loaded:
     """Every Kubernetes object in `paths` (files, `-` for stdin, or folders searched for .yaml/.yml), and every
-    document or file that could not be read."""
+    document or file that could not be read. With `plain`, whole-number floats (`replicas: 2.0`) are read as
+    ints, what the policy engine's normalize makes of them: the walk that checks a document's shape does it on
+    the way, so the linter judges what it read without walking every object again."""
     objects: list[tuple[Path, int, dict]] = []
     unreadable: list[Unreadable] = []
     for f in _files(paths):
@@ -215,10 +229,10 @@ def read(paths: list[Path]) -> Loaded:
             unreadable.append(Unreadable(f, None, None, f"cannot read: {err.strerror or err}"))
             continue
         text, bad_at = _decode(raw)
-        got = read_text(f, text, bad_at)
+        got = read_text(f, text, bad_at, plain)
         objects += got.objects
         unreadable += got.unreadable
-    return Loaded(objects, unreadable)
+    return Loaded(objects, unreadable, plain)
 
 
 def load(paths: list[Path]) -> list[tuple[Path, dict]]:

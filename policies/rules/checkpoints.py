@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import PLACEHOLDER, dict_or_empty, env, where
+from policies.pods import PLACEHOLDER, dict_or_empty, where
 from policies.podspecs import total_replicas
 from policies.shell import argv
 
@@ -40,7 +40,7 @@ def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     namespace = str(dict_or_empty(ctx.obj.get("metadata")).get("namespace") or "default")
     for t, c in ctx.gpu_containers:
         volumes = {v.get("name"): v for v in t.template["spec"].get("volumes") or []}
-        ckpt_dir, said = env(c).get("CHECKPOINT_DIR"), "CHECKPOINT_DIR"
+        ckpt_dir, said = ctx.facts(c).env.get("CHECKPOINT_DIR"), "CHECKPOINT_DIR"
         if not ckpt_dir and (flag := _checkpoint_flag(argv(c))) is not None:
             said, ckpt_dir = flag
         if ckpt_dir and PLACEHOLDER.search(ckpt_dir):

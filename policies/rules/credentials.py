@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import PLACEHOLDER, containers, env, where
+from policies.pods import PLACEHOLDER, containers, where
 
 TOKEN_VALUE = re.compile(
     r"^(hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|gh[ousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{16,}"
@@ -39,7 +39,7 @@ def credential(name: str, value: str) -> str | None:
 def env_no_secrets(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            for name, value in env(c).items():
+            for name, value in ctx.facts(c).env.items():
                 found = credential(name, value)
                 if found == "template":
                     yield Finding(

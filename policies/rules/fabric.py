@@ -17,7 +17,6 @@ from components.model.profile import normalize as _normalize
 from policies.engine import MANDATORY, Context, Finding, rule
 from policies.pods import (
     containers,
-    has_gpus,
     is_rdma_pod,
     pod_annotations,
     rank_env,
@@ -73,7 +72,7 @@ def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
     name, NVIDIA/nccl@v2.30.7-1:docs/userguide/source/env.rst NCCL_NET), in the pod's env or exported by an MPI
     launcher."""
     for t in ctx.templates:
-        if not is_rdma_pod(t):
+        if not is_rdma_pod(ctx, t):
             continue
         for c in containers(t):
             e = rank_env(ctx, t, c)
@@ -109,15 +108,16 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     NCCL_NET, read in src/init.cc): init fails instead. A NCCL_NET from valueFrom counts as set; envFrom and
     nccl.conf files are not seen. For MPIJob workers a value the launcher exports (`mpirun -x`) counts."""
     for t in ctx.templates:
-        if not is_rdma_pod(t):
+        if not is_rdma_pod(ctx, t):
             continue
         for c in containers(t):
-            if not (has_gpus(c) or rdma_resources(c)):
+            own = ctx.facts(c)
+            if not (own.has_gpus or own.rdma):
                 continue
             e = rank_env(ctx, t, c)
             if "NCCL_NET" in e and (e["NCCL_NET"] is None or e["NCCL_NET"].strip()):
                 continue
-            if EFA_RESOURCE in rdma_resources(c):
+            if EFA_RESOURCE in own.rdma:
                 name = "Libfabric (AWS Libfabric with older aws-ofi-nccl plugins)"
             else:
                 name = "IB (or the net plugin's own name, such as IBext for the HPC-X SHARP plugin)"
@@ -147,7 +147,7 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
 def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            rdma = [r for r in rdma_resources(c) if r != EFA_RESOURCE]
+            rdma = [r for r in ctx.facts(c).rdma if r != EFA_RESOURCE]
             if not rdma:
                 continue
             e = rank_env(ctx, t, c)
@@ -293,12 +293,13 @@ def add_ipc_lock(obj: dict) -> dict | None:
 def rdma_ipc_lock(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
-            if not rdma_resources(c):
+            rdma = ctx.facts(c).rdma
+            if not rdma:
                 continue
             sc = c.get("securityContext") or {}
             if sc.get("privileged") or "IPC_LOCK" in ((sc.get("capabilities") or {}).get("add") or []):
                 continue
             yield Finding(
-                f"{where(t, c)} requests {', '.join(rdma_resources(c))} without the IPC_LOCK capability: "
+                f"{where(t, c)} requests {', '.join(rdma)} without the IPC_LOCK capability: "
                 "RDMA cannot pin memory (ibv_reg_mr fails); add securityContext.capabilities.add: [IPC_LOCK]"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import containers, dict_or_empty, gpus, int_or_none, unknown_gpus, where
+from policies.pods import containers, dict_or_empty, int_or_none, where
 
 # Kinds that declare processes per node.
 NPROC_KINDS = frozenset({"PyTorchJob", "MPIJob", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"})
@@ -48,7 +48,8 @@ def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
         if t.role not in roles:
             continue
         for c in containers(t):
-            if (n := gpus(c)) and not unknown_gpus(c) and n != procs:
+            own = ctx.facts(c)
+            if (n := own.gpus) and not own.unknown_gpus and n != procs:
                 yield Finding(
                     f"{where(t, c)} has {n} GPUs but {field_name} is {procs}: "
                     + ("GPUs sit idle" if procs < n else "processes share GPUs")

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from policies.engine import ADVISORY, Context, Finding, rule
-from policies.pods import GPU_RESOURCE, containers, dict_or_empty, int_or_none, unknown_gpus, where
+from policies.pods import GPU_RESOURCE, containers, dict_or_empty, int_or_none, where
 from policies.podspecs import walk
 from policies.rules.images import templated_image
 
@@ -71,7 +71,7 @@ def judgeable(ctx: Context) -> Iterator[Finding]:
         yield Finding(problem)
     for t in ctx.templates:
         for c in containers(t):
-            for res, value in unknown_gpus(c).items():
+            for res, value in ctx.facts(c).unknown_gpus.items():
                 yield Finding(
                     f"{where(t, c)}: {res} is {str(value)!r}, not a number (a template variable?): "
                     "shm-size and gpu-procs-match could not count its GPUs (the other rules judged it as "

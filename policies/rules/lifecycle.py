@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import containers, dict_or_empty, gpus, int_or_none
+from policies.pods import containers, dict_or_empty, int_or_none
 from policies.podspecs import REPLICA_SPECS, PodTemplate
 from policies.shell import argv
 
@@ -99,7 +99,7 @@ def clean_pod_policy(ctx: Context) -> Iterator[Finding]:
         policy = spec.get("cleanPodPolicy")  # the deprecated top-level field; the MPI controller syncs the two
     if policy not in (None, "None"):
         return
-    held = sum(gpus(c) * t.replicas for t in ctx.templates for c in containers(t))
+    held = sum(ctx.facts(c).gpus * t.replicas for t in ctx.templates for c in containers(t))
     cause = (
         "runPolicy.cleanPodPolicy is unset, so the operator defaults it to None"
         if policy is None

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
-from policies.pods import dict_or_empty, gpus, unknown_gpus, where
+from policies.pods import dict_or_empty, where
 from policies.podspecs import PodTemplate
 
 # containerd and Docker give every container a 64 MiB /dev/shm unless the pod mounts its own.
@@ -103,22 +103,22 @@ def shm_mounted(ctx: Context) -> Iterator[Finding]:
 def shm_size(ctx: Context) -> Iterator[Finding]:
     per_gpu = float(ctx.config.get("minGiBPerGpu", 1))
     for t, c in ctx.gpu_containers:
-        v = _shm_volume(t, c)
-        if v is None or "hostPath" in v or unknown_gpus(c):  # the host's /dev/shm; a count the rules cannot read
+        v, own = _shm_volume(t, c), ctx.facts(c)
+        if v is None or "hostPath" in v or own.unknown_gpus:  # the host's /dev/shm; a count the rules cannot read
             continue
         size = parse_mem_gib(v["emptyDir"].get("sizeLimit"))
-        need = per_gpu * gpus(c)
+        need = per_gpu * own.gpus
         if size is not None and size <= SHM_RUNTIME_DEFAULT_GIB:
             continue  # no better than no mount at all: shm-mounted (mandatory) reports it
         if size is None:
             yield Finding(
                 f"{where(t, c)}: /dev/shm has no sizeLimit: set one (at least {need:g}Gi for "
-                f"{gpus(c)} GPUs) so it is sized on purpose and counted in the memory limit"
+                f"{own.gpus} GPUs) so it is sized on purpose and counted in the memory limit"
             )
         elif size < need:
             yield Finding(
                 f"{where(t, c)}: /dev/shm sizeLimit {v['emptyDir']['sizeLimit']} is under {need:g}Gi "
-                f"({per_gpu:g}Gi per GPU x {gpus(c)}): raise it"
+                f"({per_gpu:g}Gi per GPU x {own.gpus}): raise it"
             )
 
 

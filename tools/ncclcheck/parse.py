@@ -313,10 +313,12 @@ class Parser:
         if self.avg_count:
             r.avg_busbw_gbps = round(self.avg_sum / self.avg_count, 3)
         channel_nets = {c.split("/")[1] for c in self.channels if c.startswith("NET/")}
-        # Channel lines say what each connection used; "Using network" what was picked, for logs without them.
-        names = channel_nets or self.networks
+        # Channel lines say what each connection used; "Using network" only what was picked, so it counts for logs
+        # without them. A one-node run picks a network at init (IB, or Socket where there is no HCA) and then
+        # connects every channel over P2P/SHM: that is a local run, not an IB run nor a fallback.
+        names = channel_nets if self.channels else self.networks
         families = {net_family(n) for n in names}
-        r.fell_back_to_socket = "socket" in families or "Socket" in self.networks
+        r.fell_back_to_socket = "socket" in families or ("Socket" in self.networks and not self.channels)
         if r.fell_back_to_socket:
             r.transport = SOCKET
         elif "ofi" in families:
