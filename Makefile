@@ -55,17 +55,21 @@ format: setup-test
 typecheck: setup-test
 	$(PY) -m mypy
 
+# pytest runs one worker per core (pytest-xdist): the suite is CPU-bound Python, and each worker renders the
+# committed stacks once for the tests it is given.
+PYTEST := $(PY) -m pytest -q -rs -n auto
+
 test: setup-test lint typecheck
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s --check || exit 1; done
 	$(PY) -m tools.gendocs --check
-	$(PY) -m pytest -q -rs
+	$(PYTEST)
 
 bench: setup
 	$(PY) -m tools.bench
 
 # The quick loop: everything but the tests that run real torchrun processes for a minute or more.
 test-fast: setup-test lint typecheck
-	$(PY) -m pytest -q -rs -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # 1000 random stack files (tests/test_fuzz_stacks.py): each refused with a key path or rendered clean.
 fuzz: setup-test
