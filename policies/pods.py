@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from components.fabric import kinds
 from components.fabric.kinds import EFA_RESOURCE
-from components.fabric.wiring import NETWORKS_ANNOTATION
+from components.fabric.wiring import POD_NETWORK_ANNOTATIONS
 from policies.podspecs import PodTemplate
 from policies.shell import command_words
 
@@ -134,7 +134,7 @@ def mounts_infiniband(t: PodTemplate) -> bool:
 
 def is_rdma_pod(ctx: Context, t: PodTemplate) -> bool:
     return (
-        bool(pod_annotations(t).get(NETWORKS_ANNOTATION))
+        any(pod_annotations(t).get(a) for a in POD_NETWORK_ANNOTATIONS)
         or any(ctx.facts(c).rdma for c in containers(t))
         or mounts_infiniband(t)
     )

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from components.fabric import nccl
+from components.fabric import kinds, nccl
 from components.fabric import wiring as fabric
 from components.model.config import FabricConfig
 from tools import upstream
@@ -82,6 +82,27 @@ CASES = [
         {"nvidia.com/hostdev_rail0": 1, "nvidia.com/hostdev_rail1": 1},
         ("IPC_LOCK",),
         ["rail0-hostdevice", "rail1-hostdevice"],
+    ),
+    (
+        # The node's network: NCCL bootstraps on the node's interface, the rails' HCAs by their host names.
+        "ib-hostnetwork",
+        {"kind": "infiniband", "attachment": "hostnetwork", "podInterface": "bond0", "rails": rails(2)},
+        8,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3", "NCCL_NET": "IB", "NCCL_SOCKET_IFNAME": "=bond0", "GLOO_SOCKET_IFNAME": "bond0", "NCCL_DEBUG": "WARN"},
+        {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1},
+        ("IPC_LOCK",),
+        [],
+    ),
+    (
+        "ib-rdma-only",
+        {"kind": "infiniband", "attachment": "rdma-only", "rails": rails(2)},
+        8,
+        8,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {"rdma/shared_rail0": 1, "rdma/shared_rail1": 1},
+        ("IPC_LOCK",),
+        [],
     ),
     (
         "efa-p5",
@@ -166,15 +187,24 @@ def test_debug_turns_on_init_and_net_logging():
     assert w.env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
 
 
-@pytest.mark.parametrize(
-    ("fab", "transport"),
-    [
-        ({"kind": "tcp"}, "socket"),
-        ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
-        ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "roce"),
-        ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
-    ],
-)
+TRANSPORT_CASES = [
+    ({"kind": "tcp"}, "socket"),
+    ({"kind": "infiniband", "attachment": "sriov", "rails": rails(2)}, "ib"),
+    ({"kind": "roce", "attachment": "shared", "rails": rails(2)}, "roce"),
+    ({"kind": "efa", "efaDevicesPerNode": 4}, "efa"),
+]
+
+
+def test_the_cases_cover_every_kind_and_attachment():
+    """CASES and TRANSPORT_CASES are written out by hand, so they pin values the kinds table does not: a new kind or
+    attachment fails here until it has a case of its own."""
+    assert {c[1]["kind"] for c in CASES} == set(kinds.KINDS)
+    assert {c[1]["attachment"] for c in CASES if "attachment" in c[1]} == set(kinds.ATTACHMENTS)
+    assert {fab["kind"] for fab, _ in TRANSPORT_CASES} == set(kinds.KINDS)
+    assert {t for _, t in TRANSPORT_CASES} == set(kinds.TRANSPORTS)
+
+
+@pytest.mark.parametrize(("fab", "transport"), TRANSPORT_CASES)
 def test_expected_transport(fab, transport):
     assert fabric.pod_wiring(FabricConfig.model_validate(fab), "t", 8, 8).transport == transport
 

@@ -39,3 +39,27 @@ def test_a_run_error_ends_the_run_with_its_message_alone():
 
     with pytest.raises(mocks.ProgramError, match="refused"):
         mocks.run("unit", {}, [], program=program)
+
+
+def test_records_aliases_and_transforms_without_running_the_transforms():
+    import pulumi
+
+    ran: list[str] = []
+
+    def transform(args: pulumi.ResourceTransformArgs) -> None:
+        ran.append(args.name)
+
+    def program():
+        pulumi.ComponentResource(
+            "fastpath:test:Box",
+            "box",
+            opts=pulumi.ResourceOptions(aliases=[pulumi.Alias(type_="fastpath:test:Old"), pulumi.Alias(name="crate", parent=None)], transforms=[transform]),
+        )
+        pulumi.ComponentResource("fastpath:test:Box", "plain")
+
+    run = mocks.run("unit", {}, [], program=program)
+    by_name = {r.name: r for r in run.registrations}  # a registration with transforms may come later
+    box, plain = by_name["box"], by_name["plain"]
+    assert box.aliases == [{"type": "fastpath:test:Old"}, {"name": "crate", "noParent": True}]
+    assert box.transforms == [transform] and ran == []
+    assert plain.aliases == [] and plain.transforms == []

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tools.ncclcheck import parse as parse_module
 from tools.ncclcheck.bulk import parse_files
 from tools.ncclcheck.cli import main, to_json
 from tools.ncclcheck.judge import EXPECT, judge
@@ -235,6 +236,17 @@ def test_prefixes_before_a_line_are_ignored(prefix):
 def test_transport_from_module_names_and_link_layers(lines, transport, detail):
     r = parse_text("\n".join(lines))
     assert (r.transport, r.transport_note) == (transport, detail)
+
+
+def test_a_kinds_own_net_module_is_its_transport(monkeypatch):
+    """A NET module only one kind's plugin registers (Kind.net_modules) tells that kind's transport, with no edit
+    here; none of the table's is a name ncclcheck already reads another way."""
+    table = dict(parse_module.PLUGIN_TRANSPORTS)
+    monkeypatch.setattr(parse_module, "PLUGIN_TRANSPORTS", {})
+    assert {name: parse_module.net_family(name) for name in table} == dict.fromkeys(table)
+    monkeypatch.setattr(parse_module, "PLUGIN_TRANSPORTS", {"examplenet": "roce"})
+    r = parse_text("h:1:2 [0] NCCL INFO Using network ExampleNet\nh:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/ExampleNet/0/GDRDMA")
+    assert (r.transport, r.transport_note, r.gdr) == ("roce", "", True)
 
 
 def test_an_unknown_network_module_fails_an_expected_transport():

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components import k8s, versions
+from components.fabric import kinds
 from components.fabric.wiring import NETWORKS_ANNOTATION
 from components.jobs import trainjob
 from components.jobs.component import manifest
@@ -219,10 +220,20 @@ FABRICS = [
     ("ib-hostdevice", {"kind": "infiniband", "attachment": "hostdevice", "rails": rails(True)}, "nvidia.com/hostdev_rail0", True),
     ("ib-hostnetwork", {"kind": "infiniband", "attachment": "hostnetwork", "rails": rails(False), "podInterface": "bond0"}, "rdma/shared_rail0", False),
     ("ib-rdma-only", {"kind": "infiniband", "attachment": "rdma-only", "rails": rails(False)}, "rdma/shared_rail0", False),
+    ("roce-sriov", {"kind": "roce", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0", True),
     ("roce-shared", {"kind": "roce", "attachment": "shared", "rails": rails(True)}, "rdma/shared_rail0", True),
+    ("roce-hostdevice", {"kind": "roce", "attachment": "hostdevice", "rails": rails(True)}, "nvidia.com/hostdev_rail0", True),
+    ("roce-hostnetwork", {"kind": "roce", "attachment": "hostnetwork", "rails": rails(True), "podInterface": "bond0"}, "rdma/shared_rail0", False),
     ("efa", {"kind": "efa", "efaDevicesPerNode": 32}, "vpc.amazonaws.com/efa", False),
     ("tcp", {"kind": "tcp"}, None, False),
 ]
+
+
+def test_fabrics_cover_every_row_of_the_kinds_table():
+    """FABRICS is written out by hand, so it pins values the table does not: a new kind or attachment fails here
+    until it has a case."""
+    cases = sorted((fab["kind"], fab.get("attachment") or "") for _, fab, _, _ in FABRICS)
+    assert cases == sorted((k, a) for k, row in kinds.KINDS.items() for a in (row.attachments or ("",)))
 
 
 def v2_profile(fab: dict):

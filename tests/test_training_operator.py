@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 
@@ -18,7 +19,7 @@ from components import versions
 from components.model.config import PlatformConfig
 from components.platform import training_operator
 from tests.conftest import ROOT, stack_platform
-from tools import upstream
+from tools import mocks, upstream
 from tools.manifests import LOADER
 
 OVERLAY = f"manifests/training-operator-{versions.TRAINING_OPERATOR_REF}-standalone.yaml"
@@ -207,3 +208,84 @@ def test_kustomization_follows_the_stacks_ref():
     doc = training_operator.kustomization(PlatformConfig.model_validate(p))
     assert doc["resources"] == ["https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.3"]
     assert doc["patches"] == training_operator.kustomization(cfg())["patches"]
+
+
+# Every object kustomize.Directory (v1) registered in an installed stack, as its URN ends (40e850c's render of
+# prod-ib): the Directory's type, the object's type, `namespace/name` or a cluster-scoped name, no prefix.
+V1_CHILDREN = [
+    "kubernetes:kustomize:Directory$kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration::validator.training-operator.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::jaxjobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::mpijobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::paddlejobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::pytorchjobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::tfjobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition::xgboostjobs.kubeflow.org",
+    "kubernetes:kustomize:Directory$kubernetes:apps/v1:Deployment::kubeflow/training-operator",
+    "kubernetes:kustomize:Directory$kubernetes:core/v1:Secret::kubeflow/training-operator-webhook-cert",
+    "kubernetes:kustomize:Directory$kubernetes:core/v1:Service::kubeflow/training-operator",
+    "kubernetes:kustomize:Directory$kubernetes:core/v1:ServiceAccount::kubeflow/training-operator",
+    "kubernetes:kustomize:Directory$kubernetes:rbac.authorization.k8s.io/v1:ClusterRole::training-operator",
+    "kubernetes:kustomize:Directory$kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding::training-operator",
+]
+
+
+def test_the_directory_keeps_v1s_names_and_its_crds(rendered):
+    """The engine hands each object the provider registers the alias its URN had under v1's Directory type
+    (parent's alias inherited), which holds only with no prefix; the CRD transform rides along to those objects."""
+    run = rendered("prod-ib").run
+    (directory,) = [r for r in run.registrations if r.type == "kubernetes:kustomize/v2:Directory"]
+    assert directory.aliases == [{"type": training_operator.V1_TYPE}] == [{"type": "kubernetes:kustomize:Directory"}]
+    assert directory.inputs["resourcePrefix"] == ""
+    assert directory.transforms == [training_operator.protect_crds]
+    assert len(V1_CHILDREN) == 13 and sum(training_operator.CRD_TYPE in u for u in V1_CHILDREN) == 6
+
+
+def child(type_: str, name: str) -> pulumi.ResourceTransformArgs:
+    return pulumi.ResourceTransformArgs(True, type_, name, {"metadata": {"name": name}}, pulumi.ResourceOptions(parent=None, ignore_changes=["x"]))
+
+
+def test_crds_the_provider_registers_are_protected_and_retained():
+    result = training_operator.protect_crds(child("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "pytorchjobs.kubeflow.org"))
+    assert isinstance(result, pulumi.ResourceTransformResult)
+    assert result.opts.protect and result.opts.retain_on_delete
+    assert result.opts.ignore_changes == ["x"] and result.props == {"metadata": {"name": "pytorchjobs.kubeflow.org"}}
+    assert training_operator.protect_crds(child("kubernetes:apps/v1:Deployment", "kubeflow/training-operator")) is None
+
+
+def v1_child(obj: dict) -> str:
+    """The URN suffix kustomize.Directory (v1) gave `obj`: what the alias must reach."""
+    api = obj["apiVersion"]
+    group_version = f"core/{api}" if "/" not in api else api
+    md = obj["metadata"]
+    name = f"{md['namespace']}/{md['name']}" if md.get("namespace") else md["name"]
+    return f"{training_operator.V1_TYPE}$kubernetes:{group_version}:{obj['kind']}::{name}"
+
+
+def test_every_object_built_maps_to_its_v1_urn():
+    """What the kustomization builds from the locked overlay is exactly the set v1 registered: nothing new (an
+    object created anew would meet its old one at `pulumi up`), nothing lost (deleted)."""
+    assert sorted(v1_child(o) for o in build(training_operator.kustomization(cfg()))) == V1_CHILDREN
+
+
+def test_pulumi_yaml_requires_the_cli_the_program_requires():
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["requiredPulumiVersion"] == training_operator.REQUIRED_PULUMI == ">=3.217.0"
+
+
+def test_a_real_engine_without_git_is_refused_first(monkeypatch):
+    """Outside the mocks, the CLI version and `git` are checked before anything of the operator is registered."""
+    asked: list[str] = []
+    monkeypatch.setattr(training_operator.settings, "get_monitor", lambda: object())
+    monkeypatch.setattr(pulumi.runtime, "require_pulumi_version", asked.append)
+    monkeypatch.setattr(training_operator.shutil, "which", lambda _name: None)
+    with pytest.raises(pulumi.RunError, match="`git` is not on PATH"):
+        training_operator.require_engine()
+    assert asked == [">=3.217.0"]
+    monkeypatch.setattr(training_operator.shutil, "which", lambda name: f"/usr/bin/{name}")
+    training_operator.require_engine()
+
+
+def test_the_mocks_need_neither_git_nor_a_cli(monkeypatch):
+    monkeypatch.setattr(training_operator.shutil, "which", lambda _name: None)
+    run = mocks.run("unit", {}, [], program=training_operator.require_engine)
+    assert run.registrations == []

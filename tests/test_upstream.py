@@ -63,6 +63,24 @@ def sandbox(tmp_path, monkeypatch):
     upstream.path.cache_clear()
 
 
+def test_a_worktree_finds_the_mirror_beside_the_main_worktree(tmp_path, monkeypatch):
+    """A `git worktree add` elsewhere (/tmp) has no ../shared of its own: the mirror beside the main worktree is it."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    main, other = tmp_path / "work" / "main", tmp_path / "elsewhere" / "wt"
+    main.mkdir(parents=True)
+    subprocess.run([*git, "init", "-q", str(main)], check=True)
+    subprocess.run([*git, "-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(other)], check=True)
+    (tmp_path / "work" / "shared" / "upstream").mkdir(parents=True)
+    monkeypatch.delenv(upstream.MIRROR_ENV, raising=False)
+    for root in (main, other):
+        monkeypatch.setattr(upstream, "ROOT", root)
+        assert upstream.mirror().resolve() == (tmp_path / "work" / "shared" / "upstream").resolve()
+    # Outside a git checkout: beside the checkout, as before.
+    monkeypatch.setattr(upstream, "ROOT", tmp_path / "plain")
+    assert upstream.mirror() == tmp_path / "shared" / "upstream"
+
+
 def test_a_missing_file_names_itself_and_the_command_that_fetches_it(sandbox):
     with pytest.raises(upstream.Missing, match=re.escape("needs upstream values/x.yaml: run `make upstream`")):
         upstream.path("values/x.yaml")

@@ -5,8 +5,9 @@
 
 What the mock provider answers: an object's inputs as its state, plus a stable stand-in `metadata.uid` for
 Kubernetes objects (so ownerReferences resolve; the recorded inputs leave it out); StackReferences from
-`references`. A provider component (kustomize.v2.Directory) is one registration with its inputs: what it builds
-at `pulumi up` is the provider's business. It reads no file but the program and knows nothing of stack files:
+`references`. A provider component (kustomize.v2.Directory) is one registration with its inputs, aliases and
+transforms: what it builds at `pulumi up` is the provider's business, and the transforms, which the engine runs on
+those objects, never run here. It reads no file but the program and knows nothing of stack files:
 tools/render.py reads those and turns a Run into files.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +51,10 @@ class Registration:
     delete_before_replace: bool = False
     remote: bool = False
     """A provider's component (kustomize.v2.Directory): the provider builds its children at `pulumi up`."""
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    """As the SDK sends them: `{"urn": ...}`, or a spec's set fields (`type`, `name`, `parentUrn`, `noParent`...)."""
+    transforms: list[Callable[..., Any]] = field(default_factory=list)
+    """The `transforms` option's functions (pulumi.ResourceTransform), to call on a stand-in child."""
 
 
 @dataclass
@@ -64,6 +70,13 @@ def _without_uid(state: dict) -> dict:
     if isinstance(md, dict) and "uid" in md:
         return {**state, "metadata": {k: v for k, v in md.items() if k != "uid"}}
     return state
+
+
+def _alias(alias: Any) -> dict[str, Any]:
+    if alias.HasField("spec"):
+        # An empty parentUrn (the oneof's default) is the resource's own parent: left out, like any unset field.
+        return {f.name: v for f, v in alias.spec.ListFields() if v not in ("", False)}
+    return {"urn": alias.urn}
 
 
 def run(
@@ -87,9 +100,12 @@ def run(
     registrations: list[Registration] = []
     invokes: list[tuple[str, dict]] = []
     by_urn: dict[str, Registration] = {}
+    # The SDK resolves a registration's transforms for new_resource only, which the monitor calls on its own thread.
+    resolved = threading.local()
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+            resolved.transforms = list(args.transforms)
             if args.typ == "pulumi:pulumi:StackReference":
                 name = str(args.inputs.get("name"))
                 return name, {"name": name, "outputs": (references or {}).get(name, {}), "secretOutputNames": []}
@@ -105,6 +121,7 @@ def run(
 
     class Monitor(MockMonitor):
         def RegisterResource(self, request: Any) -> Any:
+            resolved.transforms = []
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 reg = Registration(
@@ -121,6 +138,8 @@ def run(
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     remote=bool(request.remote),
+                    aliases=[_alias(a) for a in request.aliases],
+                    transforms=resolved.transforms,
                 )
                 registrations.append(reg)
                 by_urn[reg.urn] = reg

@@ -258,7 +258,7 @@ def packages(run: Run) -> list[dict]:
             )
         elif r.type.startswith("kubernetes:kustomize"):
             # Built by the provider at `pulumi up`, never here: its source and what fastpath's kustomization does
-            # to it (the component that owns it says both), not the upstream objects.
+            # to it (the component that owns it says both), not the upstream objects; how those are named and kept.
             parent = by_urn.get(r.parent)
             outputs = parent.outputs if parent else {}
             out.append(
@@ -269,9 +269,33 @@ def packages(run: Run) -> list[dict]:
                     "namespace": outputs.get("namespace"),
                     "waitsFor": waits_for(run, r),
                     "kustomization": integral(outputs.get("kustomization")),
+                    "objects": _built_objects(r),
+                    "resourcePrefix": r.inputs.get("resourcePrefix"),
+                    "aliases": r.aliases,
+                    "protected": [short_type(t) for t in outputs.get("protects") or [] if _kept(r, t)],
                 }
             )
     return sorted(out, key=lambda p: (p["kind"], p["name"]))
+
+
+def _built_objects(r: Registration) -> str:
+    line = "built by the provider at `pulumi up`"
+    if r.inputs.get("resourcePrefix") == "" and {"type": "kubernetes:kustomize:Directory"} in r.aliases:
+        line += "; names kept from kustomize.Directory v1 by alias"
+    return line
+
+
+def _kept(r: Registration, child_type: str) -> bool:
+    """Whether `r`'s transforms, which the engine runs on every object the provider registers under it, make a
+    `child_type` object protected and retained on delete (tried on a stand-in: the mocks never run them)."""
+    import pulumi
+
+    opts = pulumi.ResourceOptions()
+    for transform in r.transforms:
+        result = transform(pulumi.ResourceTransformArgs(True, child_type, "stand-in", {}, opts))
+        if isinstance(result, pulumi.ResourceTransformResult):
+            opts = result.opts
+    return bool(opts.protect and opts.retain_on_delete)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -337,6 +361,15 @@ def summary(run: Run, objs: list[dict], pkgs: list[dict], sections: list[str]) -
             f"| {p['kind']} | {p['name']} | {src} | {p.get('version', '')} | {p.get('namespace') or ''} | {waits} |"
         )
     lines.append("")
+    for p in pkgs:
+        if p["kind"] == "kustomize":
+            kept = ", ".join(p["protected"])
+            lines.append(
+                f"- kustomize `{p['name']}`: objects {p['objects']}"
+                + (f"; {kept} protected and retained" if kept else "")
+            )
+    if any(p["kind"] == "kustomize" for p in pkgs):
+        lines.append("")
     for s in sections:
         lines.append(s)
     return "\n".join(lines).rstrip() + "\n"

@@ -4,9 +4,9 @@
     python -m tools.upstream --check    say which are here, fetch nothing (exit 1 if any is missing)
 
 `path(name)` is the one way in for a test or tool: the cached file, else the mirror's (FASTPATH_UPSTREAM_MIRROR, by
-default ../shared/upstream beside the checkout) copied into the cache, each only when its sha256 is the locked one;
-else `Missing`, whose message names the file and the command that fetches it. Nothing here touches the network
-but the fetch. The render never reads an upstream file.
+default ../shared/upstream beside the checkout, or beside the main worktree of a `git worktree`) copied into the
+cache, each only when its sha256 is the locked one; else `Missing`, whose message names the file and the command
+that fetches it. Nothing here touches the network but the fetch. The render never reads an upstream file.
 """
 
 from __future__ import annotations
@@ -71,7 +71,25 @@ def lock() -> dict[str, Artifact]:
 
 
 def mirror() -> Path:
-    return Path(os.environ.get(MIRROR_ENV) or ROOT.parent / "shared" / "upstream")
+    if env := os.environ.get(MIRROR_ENV):
+        return Path(env)
+    beside = ROOT.parent / "shared" / "upstream"
+    if beside.is_dir() or (main := _main_worktree(ROOT)) is None:
+        return beside
+    return main.parent / "shared" / "upstream"
+
+
+@functools.cache
+def _main_worktree(root: Path) -> Path | None:
+    """The main worktree of the repository `root` is a worktree of (itself, for the main one): a `git worktree add`
+    anywhere else (/tmp) then finds the mirror beside it. None outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--git-common-dir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return (root / out).resolve().parent
 
 
 def required() -> bool:

@@ -45,6 +45,10 @@ class Kind:
     # The device plugin resource of a node's fabric devices when they are not rails: a pod requests its GPUs'
     # share of fabric.efaDevicesPerNode, which the kind then needs (and no other kind takes).
     node_resource: str | None
+    # NET module names only this kind's own NCCL net plugin registers (`Using network <name>`, `via NET/<name>/..`):
+    # tools.ncclcheck tells the kind's transport by them. Empty where NCCL's own IB (IB or RoCE by the link layer), a
+    # shared plugin (HPC-X IBext) or aws-ofi-nccl (told apart by its provider) drives the kind.
+    net_modules: tuple[str, ...]
 
     @property
     def ipoib(self) -> bool:
@@ -85,6 +89,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         link_layer="InfiniBand",
         gid_from_address=False,
         node_resource=None,
+        net_modules=(),
     ),
     "roce": Kind(
         name="roce",
@@ -99,6 +104,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         link_layer="Ethernet",
         gid_from_address=True,
         node_resource=None,
+        net_modules=(),
     ),
     "efa": Kind(
         name="efa",
@@ -111,6 +117,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         link_layer=None,
         gid_from_address=False,
         node_resource=EFA_RESOURCE,
+        net_modules=(),
     ),
     "tcp": Kind(
         name="tcp",
@@ -123,6 +130,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         link_layer=None,
         gid_from_address=False,
         node_resource=None,
+        net_modules=(),
     ),
 }
 

@@ -5,8 +5,6 @@ it as the output `contract`.
 
 from __future__ import annotations
 
-import json
-
 from components.fabric import wiring as fabric
 from components.jobs.operator_v1 import CLEAN_POD_POLICY, RDZV_JOIN_TIMEOUT, V1_KINDS, rdzv_host
 from components.jobs.resolve import Resolved
@@ -31,7 +29,7 @@ def contract(r: Resolved) -> dict:
         "replicas": f"{size} x {r.gpus} GPUs",
         "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
         "transport": r.wiring.transport,
-        "networks": [rail.network for rail in r.wiring.rails if rail.network is not None],
+        "networks": fabric.annotation_networks(r.wiring.annotations),
         "rdmaResources": dict(r.wiring.resources),
         "capabilities": list(r.wiring.capabilities),
         "shm": f"{r.shm_gib}Gi of {r.memory_gib}Gi memory limit",
@@ -73,7 +71,6 @@ def _v2_contract(r: Resolved) -> dict:
     node = next(c for c in pod["spec"]["containers"] if c["name"] == controller.NODE)
     limits = node["resources"]["limits"]
     shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
-    nets = json.loads((pod["metadata"].get("annotations") or {}).get(fabric.NETWORKS_ANNOTATION) or "[]")
     group = derived["podGroup"] or {}
     env = {}
     for e in node.get("env") or []:
@@ -95,7 +92,7 @@ def _v2_contract(r: Resolved) -> dict:
         "replicas": f"{r.spec.nodes} x {_gpu_count(limits)} GPUs",
         "fabric": fab.kind + (f"/{fab.attachment}" if fab.attachment else ""),
         "transport": r.wiring.transport,
-        "networks": [n["name"] for n in nets],
+        "networks": fabric.annotation_networks(pod["metadata"].get("annotations") or {}),
         "rdmaResources": {k: v for k, v in limits.items() if k not in judge.CORE_RESOURCES},
         "capabilities": list((node.get("securityContext") or {}).get("capabilities", {}).get("add") or []),
         "shm": f"{shm} of {limits['memory']} memory limit",

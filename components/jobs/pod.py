@@ -30,7 +30,6 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     ExitCode replicas, whose operator reads only the main container's exit code)."""
     spec, prof = r.spec, r.profile
     limits: dict = {"nvidia.com/gpu": r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
-    limits.update(r.wiring.resources)
     container: dict = {
         "name": CONTAINER[spec.framework],
         "image": spec.image,
@@ -39,9 +38,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         "resources": {"limits": limits, "requests": dict(limits)},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    if r.wiring.capabilities:
-        # RDMA registers (pins) memory for the NIC: IPC_LOCK lifts the memlock limit for it.
-        container["securityContext"] = {"capabilities": {"add": list(r.wiring.capabilities)}}
+    wired = [container]
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{r.shm_gib}Gi"}}]
     if r.checkpoint_dir:
         container["volumeMounts"].append({"name": "checkpoints", "mountPath": r.checkpoint_dir, "subPath": spec.name})
@@ -79,8 +76,6 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     if r.scheduler:
         pod["schedulerName"] = r.scheduler
         pod["priorityClassName"] = r.priority_class
-    if r.wiring.host_network:
-        host_network(pod)
     if has_preflight(r):
         volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
         if preflight_in_main:
@@ -92,11 +87,13 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
             container["terminationMessagePolicy"] = "FallbackToLogsOnError"
         else:
             pod["initContainers"] = [preflight_container(r, limits)]
+            wired += pod["initContainers"]
     metadata: dict = {"labels": job_labels(r, role)}
-    notes = {**r.wiring.annotations, **primary_interface_annotation(r)}
-    if notes:
+    if notes := primary_interface_annotation(r):
         metadata["annotations"] = notes
-    return {"metadata": metadata, "spec": pod}
+    out = {"metadata": metadata, "spec": pod}
+    fabric.wire_pod(r.wiring, out, wired)
+    return out
 
 
 def host_network(pod: dict) -> None:
@@ -155,7 +152,8 @@ def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm
 
 def preflight_container(r: Resolved, limits: dict) -> dict:
     """Checks the pod is on the fast path before the job starts. It requests the same GPUs and rail devices (the
-    kubelet hands an init container's devices on to the app container) and little memory."""
+    kubelet hands an init container's devices on to the app container; fabric.wire_pod adds the fabric's) and
+    little memory."""
     small = {**limits, "memory": "256Mi", "cpu": 1}
     return {
         "name": "preflight",
@@ -165,7 +163,6 @@ def preflight_container(r: Resolved, limits: dict) -> dict:
         "resources": {"limits": small, "requests": dict(small)},
         # The reason a check failed, in the pod's status (kubectl describe), not only in its logs.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {"capabilities": {"add": list(r.wiring.capabilities)}},
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "preflight", "mountPath": "/fastpath", "readOnly": True},

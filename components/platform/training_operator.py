@@ -21,18 +21,30 @@ overlay (kustomize's remote loader: `git` at the ref), builds it and registers e
 never holds the overlay's objects (six CRDs, megabytes that the SDK would otherwise wrap value by value); the
 render shows the kustomization, and tests build it over the upstream overlay when they have it
 (upstream.lock.yaml).
+
+Stacks installed by kustomize.Directory (v1), which registered every object from the program, keep their objects:
+the engine gives a child of an aliased parent the aliases its URN had under the parent's old type
+(pulumi/pulumi@v3.259.0:pkg/resource/deploy/step_generator.go, alias inheritance), so the Directory aliased to
+v1's type, with no name prefix, names every object as before. Should that ever miss (a CLI that drops the alias of
+a provider's component, before 3.217.0: pulumi/pulumi#21050), preview shows each object created and deleted and
+`pulumi up` fails on "already exists"; upserting then deletes the old objects by name
+(pulumi-kubernetes@v4.32.0:provider/pkg/await/await.go), CRDs with every job of their kind. Hence the CLI
+version refused below and in Pulumi.yaml, and CRDs protected and retained.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
 import yaml
+from pulumi.runtime import settings
+from pulumi.runtime.mocks import MockMonitor
 
 from components import k8s, versions
 from components.model.config import PlatformConfig
@@ -50,6 +62,10 @@ INIT_TEMPLATE_KEY = "initContainer.yaml"
 INIT_TEMPLATE_DIR = "/etc/config"
 INIT_TEMPLATE_VOLUME = "init-container-template"
 TEMPLATE_HASH_ANNOTATION = "fastpath.dev/init-container-template-sha256"
+V1_TYPE = "kubernetes:kustomize:Directory"
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+# The first CLI that passes a provider's component its aliases (pulumi/pulumi#21050); Pulumi.yaml says the same.
+REQUIRED_PULUMI = ">=3.217.0"
 
 # Upstream's default template with requests == limits (its limits): the pod's QoS class is Guaranteed only if
 # every container, init containers included, has requests equal to limits.
@@ -161,6 +177,32 @@ def write_kustomization(doc: dict) -> str:
     return str(folder)
 
 
+def protect_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """The overlay's CRDs are kept by Pulumi: deleting one deletes every PyTorchJob, MPIJob or TFJob and its pods
+    with it, and the overlay does nothing against that. So Pulumi refuses to delete or replace one (protect) and,
+    once unprotected, only forgets it (retain_on_delete): removing a job kind is a deliberate `kubectl delete crd`.
+    The engine runs it on each object the provider registers under the Directory."""
+    if args.type_ != CRD_TYPE:
+        return None
+    kept = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
+    return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, kept))
+
+
+def require_engine() -> None:
+    """Refuse, before the overlay is registered, what would otherwise go wrong in the middle of `pulumi up`: a CLI
+    that drops the Directory's alias (see the module docstring), and no `git` for the provider's kustomize, which
+    runs `git fetch` for the overlay (kubernetes-sigs/kustomize api/internal/git/gitrunner.go). Not under the mocks,
+    which have neither a CLI nor a provider."""
+    if isinstance(settings.get_monitor(), MockMonitor):
+        return
+    pulumi.runtime.require_pulumi_version(REQUIRED_PULUMI)
+    if shutil.which("git") is None:
+        raise pulumi.RunError(
+            "the Training Operator's overlay is fetched with `git` by the Kubernetes provider (kustomize.v2.Directory),"
+            " and `git` is not on PATH here: install it where `pulumi` runs"
+        )
+
+
 @dataclass
 class TrainingOperatorArgs:
     platform: PlatformConfig
@@ -185,6 +227,7 @@ class TrainingOperator(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None):
+        require_engine()
         super().__init__("fastpath:platform:TrainingOperator", name, None, opts)
         from pulumi_kubernetes.kustomize.v2 import Directory
 
@@ -214,11 +257,14 @@ class TrainingOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.namespace, self.init_template, *args.after],
-                aliases=[pulumi.Alias(type_="kubernetes:kustomize:Directory")],
+                aliases=[pulumi.Alias(type_=V1_TYPE)],
+                transforms=[protect_crds],
             ),
         )
         # What jobs wait for: a job that depends on this remote component waits until the provider has created
         # every object of the overlay (CRDs, the webhook, the Deployment, awaited until ready).
         self.ready = pulumi.Output.from_input([self.directory])
         # Source and transformations, so the renderer's packages.yaml shows what the overlay gets beyond upstream.
-        self.register_outputs({"overlay": self.url, "namespace": NAMESPACE, "kustomization": doc})
+        self.register_outputs(
+            {"overlay": self.url, "namespace": NAMESPACE, "kustomization": doc, "protects": [CRD_TYPE]}
+        )

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.fabric.kinds import Transport
+from components.fabric.kinds import KINDS, Transport
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
@@ -124,6 +124,9 @@ SOCKET: Transport = "socket"
 IB: Transport = "ib"
 ROCE: Transport = "roce"
 EFA: Transport = "efa"
+# NET modules of one kind's own net plugin, by lowercased name: the module is the transport (Kind.net_modules).
+PLUGIN_TRANSPORTS: dict[str, Transport] = {m.lower(): k.transport for k in KINDS.values() for m in k.net_modules}
+PLUGIN = "plugin"
 # A one-node run's transport (P2P and SHM only): what --expect names beside the fabric kinds' transports.
 LOCAL = "local"
 # aws-ofi-nccl on another libfabric provider than EFA's (Slingshot's cxi, tcp): `libfabric/<provider>`.
@@ -182,10 +185,13 @@ def transport_name(via: str) -> str:
 
 def net_family(name: str) -> str | None:
     """What a NET module name is: `ib` (verbs: the internal IB, the HPC-X plugin's IBext / IBext_v6..v11, UCX),
-    `ofi` (aws-ofi-nccl: Libfabric, AWS Libfabric up to 1.11, OFI), `socket`, or None for one not known here."""
+    `ofi` (aws-ofi-nccl: Libfabric, AWS Libfabric up to 1.11, OFI), `plugin` (a kind's own net plugin:
+    PLUGIN_TRANSPORTS), `socket`, or None for one not known here."""
     lower = name.lower()
     if lower == "socket":
         return "socket"
+    if lower in PLUGIN_TRANSPORTS:
+        return PLUGIN
     if lower == "ib" or lower.startswith("ibext") or lower in ("ucx", "ucx-rma"):
         return "ib"
     if lower in ("libfabric", "aws libfabric", "ofi"):
@@ -321,6 +327,8 @@ class Parser:
         r.fell_back_to_socket = "socket" in families or ("Socket" in self.networks and not self.channels)
         if r.fell_back_to_socket:
             r.transport = SOCKET
+        elif PLUGIN in families:
+            r.transport = min(PLUGIN_TRANSPORTS[n.lower()] for n in names if n.lower() in PLUGIN_TRANSPORTS)
         elif "ofi" in families:
             # aws-ofi-nccl also drives Slingshot (cxi) and libfabric's own tcp provider: only efa is EFA.
             r.transport = EFA if r.ofi_provider in (None, EFA_PROVIDER) else f"{OTHER_PROVIDER}{r.ofi_provider}"

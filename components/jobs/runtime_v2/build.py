@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.fabric.wiring import HOST_NETWORK_POD, TORCHRUN_POD_ADDRESS, PodWiring
+from components.fabric.wiring import TORCHRUN_POD_ADDRESS, PodWiring, wire_pod
 from components.jobs.runtime_v2.controller import (
     ANCESTOR_LABEL,
     LAUNCHER,
@@ -122,13 +122,9 @@ class NodeShape:
 
 
 def _resources(shape: NodeShape) -> dict:
+    """Without the fabric's devices: _pod wires them in (wire_pod)."""
     limits: dict = {GPU_RESOURCE: shape.gpus, "memory": f"{shape.memory_gib}Gi", "cpu": shape.cpus}
-    limits.update(shape.wiring.resources)
     return {"limits": limits, "requests": dict(limits)}
-
-
-def _security(shape: NodeShape) -> dict:
-    return {"capabilities": {"add": list(shape.wiring.capabilities)}} if shape.wiring.capabilities else {}
 
 
 def _env(shape: NodeShape) -> list[dict]:
@@ -153,8 +149,6 @@ def _node_container(shape: NodeShape, command: list[str] | None = None) -> dict:
         )
         mounts.append({"name": "checkpoints", "mountPath": shape.checkpoint_mount, "subPathExpr": f"$({JOB_NAME_ENV})"})
     container["volumeMounts"] = mounts
-    if sec := _security(shape):
-        container["securityContext"] = sec
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
     return container
 
@@ -163,7 +157,7 @@ def _preflight(shape: NodeShape) -> dict:
     """The preflight as an init container with the node's GPUs and rail devices (the kubelet hands them on to
     `node`); a failed check exits 3, which the Job's podFailurePolicy turns into a failed run."""
     small = {**_resources(shape)["limits"], "memory": "256Mi", "cpu": 1}
-    container: dict = {
+    return {
         "name": PREFLIGHT,
         "image": shape.image,
         "command": ["sh", "-c", f'sh "$0" || exit {PREFLIGHT_EXIT}', f"/fastpath/{shape.preflight_key}"],
@@ -175,9 +169,6 @@ def _preflight(shape: NodeShape) -> dict:
             {"name": PREFLIGHT, "mountPath": "/fastpath", "readOnly": True},
         ],
     }
-    if sec := _security(shape):
-        container["securityContext"] = sec
-    return container
 
 
 def _pod(shape: NodeShape, container: dict, role: str) -> dict:
@@ -216,12 +207,12 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
     if shape.priority_class:
         spec["priorityClassName"] = shape.priority_class
-    if shape.wiring.host_network:  # the JobSet's headless names (torch master, MPI hostfile) must resolve
-        spec.update(HOST_NETWORK_POD)
     metadata: dict = {"labels": {ROLE_LABEL: role}}
-    if notes := {**shape.wiring.annotations, **shape.pod_annotations}:
-        metadata["annotations"] = notes
-    return {"metadata": metadata, "spec": spec}
+    if shape.pod_annotations:
+        metadata["annotations"] = dict(shape.pod_annotations)
+    pod = {"metadata": metadata, "spec": spec}
+    wire_pod(shape.wiring, pod, [container, *spec.get("initContainers", [])])
+    return pod
 
 
 # What the shell programs beside this module share with the manifests, by the __NAME__ they spell it with.

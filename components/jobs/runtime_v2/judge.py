@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from components.fabric.wiring import NETWORKS_ANNOTATION, PLATFORM_OWNED
+from components.fabric.wiring import PLATFORM_OWNED, POD_NETWORK_ANNOTATIONS
 from components.jobs.runtime_v2.build import GPU_RESOURCE
 from components.jobs.runtime_v2.controller import (
     NODE,
@@ -70,12 +70,13 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
     ):
         before, after = original["template"]["spec"]["template"], rjob["template"]["spec"]["template"]
         at = f"{where} ({rjob['name']} pods)"
-        nets = ((before.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
-        if nets and ((after.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION) != nets:
-            found.append(
-                f"{at}: runtimePatches replace the {NETWORKS_ANNOTATION} annotation: the pods lose their "
-                f"rail interfaces; remove that annotation from the patch"
-            )
+        for annotation in POD_NETWORK_ANNOTATIONS:
+            nets = ((before.get("metadata") or {}).get("annotations") or {}).get(annotation)
+            if nets and ((after.get("metadata") or {}).get("annotations") or {}).get(annotation) != nets:
+                found.append(
+                    f"{at}: runtimePatches replace the {annotation} annotation: the pods lose their "
+                    f"rail interfaces; remove that annotation from the patch"
+                )
         bspec, aspec = before["spec"], after["spec"]
         missing = [t for t in bspec.get("tolerations") or [] if t not in (aspec.get("tolerations") or [])]
         if missing:
