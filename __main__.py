@@ -6,6 +6,7 @@ from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.jobs.checks import api_of
 from components.jobs.component import TrainingJob, TrainingJobArgs
 from components.model import config, stack
+from components.platform import training_operator
 from components.platform.component import Platform, PlatformArgs
 
 try:
@@ -20,6 +21,10 @@ except Exception as err:  # noqa: BLE001 - a value nothing above expected: still
         f"{type(err).__name__}: {str(err)[:300]}"
     ) from None
 
+if cfg.platform.training_operator_enabled:
+    # Before the first registration: a CLI that would drop the overlay's alias, or no `git` for its fetch, must
+    # stop the update before anything is applied, not halfway through it.
+    training_operator.require_engine()
 platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 # Jobs wait for the whole platform (their queues come with Volcano, the checkpoint claim with storage),
 # and only the Training Operator's own objects (CRDs, webhook, a ready Deployment) say it can take a job.
