@@ -1,10 +1,12 @@
 """Generated docs stay in step with the code, and every config key is documented."""
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
 from components.model import config, job, stack
-from tools import gendocs
+from tools import gendocs, render
 
 MODELS = [
     m for module in (config, job, stack) for m in vars(module).values() if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == module.__name__ and not m.__name__.startswith("_")
@@ -25,3 +27,11 @@ def test_every_config_field_has_a_docstring(model):
     if model is stack.StackConfig:
         pytest.skip("StackConfig is the two top-level keys, documented in the reference's preamble")
     assert undocumented == []
+
+
+def test_readme_describes_every_stack():
+    """A new cluster stack gets its line in README's stacks table, where a reader looks for what each stack is."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("## Stacks", 1)[1].split("\n## ", 1)[0]
+    described = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert described == set(render.stack_names()), "README.md ## Stacks: one row per stacks/Pulumi.<stack>.yaml"
