@@ -9,7 +9,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from components.fabric import kinds
 from components.fabric.kinds import EFA_RESOURCE
@@ -97,6 +97,7 @@ class Facts(NamedTuple):
     rdma: list[str]  # the RDMA resources it requests
     env: dict[str, str]  # literal env values (valueFrom entries are not literals)
     rank_env: dict[str, str | None]  # every env name it sets: its literal value, or None for valueFrom
+    literals: dict[str, str]  # rank_env without the valueFrom names
 
 
 def facts(c: dict) -> Facts:
@@ -110,14 +111,21 @@ def facts(c: dict) -> Facts:
             unknown[name] = res[name]
         gpus += max(n or 0, 0)
         has_gpus = has_gpus or n is None or n > 0
-    env: dict[str, str] = {}
-    rank_env: dict[str, str | None] = {}
-    for e in c.get("env") or []:
-        if "valueFrom" in e:
-            rank_env[e["name"]] = None
-        else:
-            rank_env[e["name"]] = env[e["name"]] = str(e.get("value", ""))
-    return Facts(unknown, gpus, has_gpus, rdma, env, rank_env)
+    envs = c.get("env") or []
+    rank_env = {e["name"]: None if "valueFrom" in e else str(e.get("value", "")) for e in envs}
+    # Mostly one mapping serves all three: they differ only by valueFrom entries, and env also by a name set twice
+    # (env keeps the last literal, rank_env the last entry).
+    literals = (
+        cast(dict[str, str], rank_env)
+        if None not in rank_env.values()
+        else {k: v for k, v in rank_env.items() if v is not None}
+    )
+    env = (
+        literals
+        if len(rank_env) == len(envs)
+        else {e["name"]: str(e.get("value", "")) for e in envs if "valueFrom" not in e}
+    )
+    return Facts(unknown, gpus, has_gpus, rdma, env, rank_env, literals)
 
 
 def pod_annotations(t: PodTemplate) -> dict:
@@ -237,8 +245,10 @@ def _rank_envs(ctx: Context, t: PodTemplate, c: dict) -> tuple[dict[str, str | N
     # Six NCCL rules read each container's environment: worked out once per container of the object.
     if (known := ctx.envs.get(id(c))) is not None:
         return known
-    out = ctx.facts(c).rank_env
+    own = ctx.facts(c)
     if ctx.obj.get("kind") == "MPIJob" and t.role != "Launcher":
-        out = {**out, **ctx.exports}
-    ctx.envs[id(c)] = (out, {k: v for k, v in out.items() if v is not None})
+        out = {**own.rank_env, **ctx.exports}
+        ctx.envs[id(c)] = (out, {k: v for k, v in out.items() if v is not None})
+    else:
+        ctx.envs[id(c)] = (own.rank_env, own.literals)
     return ctx.envs[id(c)]

@@ -98,6 +98,11 @@ NO_PODS = {
 }
 
 
+# The type checks below map isinstance over a field's items with these: repeat() never runs out, so one of each
+# serves every check, and making a new one per check cost more than checking a short list.
+DICTS, STRS = repeat(dict), repeat(str)
+
+
 def _what(value: Any) -> str:
     if value is None:
         return "null"
@@ -132,7 +137,7 @@ class _Reader:
         return []
 
     def mappings(self, value: Any, path: str, at: str = "") -> list[dict]:
-        if type(value) is list and all(map(isinstance, value, repeat(dict))):
+        if type(value) is list and all(map(isinstance, value, DICTS)):
             return value  # the common case, checked without a step in Python per item
         if value is None:
             return []
@@ -162,26 +167,36 @@ class _Reader:
     def strings(self, value: Any, path: str, at: str = "") -> dict:
         """A string-keyed mapping (labels, annotations, nodeSelector, resources): other keys made strings, values
         kept. Nearly every manifest has string keys already, and then gets its own mapping back, not a copy."""
+        if type(value) is dict and all(map(isinstance, value, STRS)):
+            return value
+        if value is None:
+            return {}
         mapping = self.mapping(value, path, at)
-        return mapping if all(map(isinstance, mapping, repeat(str))) else {str(k): v for k, v in mapping.items()}
+        return mapping if all(map(isinstance, mapping, STRS)) else {str(k): v for k, v in mapping.items()}
 
     def words(self, value: Any, path: str, at: str) -> list[str]:
         """A command or args: a list of words, each a string (a list of strings already is kept, not copied)."""
-        if type(value) is list and all(map(isinstance, value, repeat(str))):
+        if type(value) is list and all(map(isinstance, value, STRS)):
             return value
+        if value is None:
+            return []
         if isinstance(value, str):
             self.note(f"{path}{at} is a string, not a list of words: read as one word")
             value = [value]
         return [str(w) for w in self.sequence(value, path, at) if w is not None]
 
+    # Most fields of most containers are absent or in shape already: the checks for those come first, each saving
+    # the steps that repair what is not.
     def container(self, c: dict, path: str) -> dict:
         out = dict(c)
-        for key in ("name", "image"):
-            if c.get(key) is not None and not isinstance(c[key], str):
-                out[key] = str(c[key])
+        name, image = c.get("name"), c.get("image")
+        if name is not None and not isinstance(name, str):
+            out["name"] = str(name)
+        if image is not None and not isinstance(image, str):
+            out["image"] = str(image)
         envs = self.mappings(c.get("env"), path, ".env")
         names = [e.get("name") for e in envs]
-        if all(names) and all(map(isinstance, names, repeat(str))):
+        if all(names) and all(map(isinstance, names, STRS)):
             out["env"] = envs
         else:
             out["env"] = []
@@ -196,20 +211,27 @@ class _Reader:
         out["envFrom"] = self.mappings(c.get("envFrom"), path, ".envFrom")
         out["command"] = self.words(c.get("command"), path, ".command")
         out["args"] = self.words(c.get("args"), path, ".args")
-        out["volumeMounts"] = [
-            m
-            if type(m.get("name")) is str and type(m.get("mountPath")) is str
-            else {**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")}
-            for m in self.mappings(c.get("volumeMounts"), path, ".volumeMounts")
-        ]
+        mounts = c.get("volumeMounts")
+        out["volumeMounts"] = (
+            [
+                m
+                if type(m.get("name")) is str and type(m.get("mountPath")) is str
+                else {**m, "name": str(m.get("name") or ""), "mountPath": str(m.get("mountPath") or "")}
+                for m in self.mappings(mounts, path, ".volumeMounts")
+            ]
+            if mounts is not None
+            else []
+        )
         res = self.mapping(c.get("resources"), path, ".resources")
         out["resources"] = {
             **res,
             "requests": self.strings(res.get("requests"), path, ".resources.requests"),
             "limits": self.strings(res.get("limits"), path, ".resources.limits"),
         }
-        sc = dict(self.mapping(c.get("securityContext"), path, ".securityContext"))
-        caps = dict(self.mapping(sc.get("capabilities"), path, ".securityContext.capabilities"))
+        sc = c.get("securityContext")
+        sc = dict(self.mapping(sc, path, ".securityContext")) if sc is not None else {}
+        caps = sc.get("capabilities")
+        caps = dict(self.mapping(caps, path, ".securityContext.capabilities")) if caps is not None else {}
         add = caps.get("add")
         caps["add"] = (
             [str(a) for a in self.sequence(add, path, ".securityContext.capabilities.add")] if add is not None else []
@@ -221,14 +243,21 @@ class _Reader:
     def pod_spec(self, spec: dict, path: str) -> dict:
         out = dict(spec)
         for key in ("containers", "initContainers"):
-            out[key] = [
-                self.container(c, f"{path}.{key}[{i}]")
-                for i, c in enumerate(self.mappings(spec.get(key), path, f".{key}"))
+            cs = spec.get(key)
+            out[key] = (
+                [self.container(c, f"{path}.{key}[{i}]") for i, c in enumerate(self.mappings(cs, path, f".{key}"))]
+                if cs is not None
+                else []
+            )
+        volumes = spec.get("volumes")
+        out["volumes"] = (
+            [
+                v if type(v.get("name")) is str else {**v, "name": str(v.get("name") or "")}
+                for v in self.mappings(volumes, path, ".volumes")
             ]
-        out["volumes"] = [
-            v if type(v.get("name")) is str else {**v, "name": str(v.get("name") or "")}
-            for v in self.mappings(spec.get("volumes"), path, ".volumes")
-        ]
+            if volumes is not None
+            else []
+        )
         out["tolerations"] = self.mappings(spec.get("tolerations"), path, ".tolerations")
         out["nodeSelector"] = self.strings(spec.get("nodeSelector"), path, ".nodeSelector")
         affinity = dict(self.mapping(spec.get("affinity"), path, ".affinity"))
