@@ -185,20 +185,28 @@ def _read_script(line: tuple[str, ...]) -> tuple[dict[str, str], tuple[tuple[str
     whole = any(name in joined for name in WHOLE_ENV_LAUNCHERS) and any(
         posixpath.basename(w) in WHOLE_ENV_LAUNCHERS for w in words
     )
-    exports: list[tuple[str, str | None]] = []
+    found: list[tuple[str, str | None]] = []
     # Scripts run to a thousand words: only the flags are visited, found by a comprehension.
     for i in [i for i, w in enumerate(words[:-1]) if w in EXPORT_FLAGS]:
         w, nxt = words[i], words[i + 1]
         name, eq, value = nxt.partition("=")
         if w in ("-x", "--x"):
-            exports.append((name, value if eq else None))
+            found.append((name, value if eq else None))
         elif w in ("-genv", "--genv", "-env", "--env"):
             if eq:
-                exports.append((name, value))
+                found.append((name, value))
             elif i + 2 < len(words):
-                exports.append((nxt, words[i + 2]))
+                found.append((nxt, words[i + 2]))
         else:  # -genvlist and friends
-            exports += [(n, None) for n in nxt.split(",")]
+            found += [(n, None) for n in nxt.split(",")]
+    # A script of several mpirun lines exports the same names on each: an export that repeats the one before it
+    # for the same name changes nothing, and is dropped.
+    exports: list[tuple[str, str | None]] = []
+    last: dict[str, str | None] = {}
+    for export in found:
+        if export[0] not in last or last[export[0]] != export[1]:
+            last[export[0]] = export[1]
+            exports.append(export)
     return _script_env(words), tuple(exports), whole
 
 

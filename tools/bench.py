@@ -10,6 +10,10 @@ to the last registration done (what a user waits for, startup imports included):
                  properties, aliases or provider defaults) under the same mocks (replay()).
 The ratio is what fastpath itself costs on top of the SDK serializing the same objects; the CPU ratio is the same
 with the process's CPU time (all threads), steadier than wall time on a machine shared with other work.
+
+The linter: --lint-objects rendered prod-ib objects (platform and jobs, renamed copies), read as `python -m
+tools.lint` reads them and judged in process as it judges them (tools.lint.lint_loaded), best of --repeat; objects/s
+is reckoned on CPU time, for the same reason.
 """
 
 from __future__ import annotations
