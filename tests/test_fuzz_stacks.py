@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from components.model.config import ConfigError
 from components.model.stack import parse
-from tests.conftest import STACKS, stack_platform
-from tools import render, schemas, upstream
+from tests.conftest import STACKS, schema_problems, stack_platform
+from tools import render, upstream
 
 EXAMPLES = int(os.environ.get("FASTPATH_FUZZ_EXAMPLES", "12"))
 RANDOM = bool(os.environ.get("FASTPATH_FUZZ_EXAMPLES"))
@@ -162,7 +162,7 @@ def judge(stack: str, raw: dict) -> None:
 
     objs = render.manifests(run)
     if upstream.available("crds"):
-        bad = {f"{o['kind']}/{o['metadata'].get('name')}": e for o in objs if (e := schemas.validate(o))}
+        bad = {f"{o['kind']}/{o['metadata'].get('name')}": e for o in objs if (e := schema_problems(o))}
         assert not bad, bad
     mandatory = [v for v in lint(objs) if v.level == "mandatory"]
     assert not mandatory, mandatory

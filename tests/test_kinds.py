@@ -26,8 +26,8 @@ from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import network_operator, networks
-from tests.conftest import stack_platform
-from tools import lint, schemas
+from tests.conftest import schema_problems, stack_platform
+from tools import lint
 
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 
@@ -107,7 +107,7 @@ def test_pod_wiring_per_attachment(kind, attachment):
     host = att is not None and att.host_network
     r = resolve(job(), make_profile(p))
     m = manifest(r)
-    assert schemas.validate(m) == []
+    assert schema_problems(m) == []
     pod = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}

@@ -503,30 +503,50 @@ def test_a_run_ended_on_the_line_after_its_start_is_empty_in_blocks_too(tmp_path
     assert found and (report.channels, report.nccl_lines) == ({}, 0)
 
 
-# (--expect, log, verdict, substring of the first reason or None): one row per transport components/fabric/kinds.py names,
-# and `local`. A new fabric kind's transport is accepted by `--expect` from its row in kinds.py alone.
-EXPECTS = [
-    ("ib", "ib_gdr_linerate", "pass", None),
-    ("roce", "roce", "pass", None),
-    ("efa", "efa_aws_libfabric_shared_timestamps", "pass", None),
-    ("socket", "socket_fallback_with_networks", "fail", "no RDMA device in the pod"),
-    ("local", "ib_gdr_linerate", "fail", "a one-node run used the network (ib)"),
+# A healthy multi-node run on each transport components/fabric/kinds.py names: tests/ncclcheck/expect/<transport>.log
+# (a link to the fixture that shows it best, or a log of its own), judged `pass` by `--expect <transport>`. A new
+# fabric kind's transport is accepted by `--expect` from its row in kinds.py alone; its log here is its test.
+EXPECT_LOGS = LOGS / "expect"
+# The other side: (--expect, log, substring of the first reason) that must fail.
+EXPECT_FAILS = [
+    ("socket", "socket_fallback_with_networks", "no RDMA device in the pod"),
+    ("local", "ib_gdr_linerate", "a one-node run used the network (ib)"),
 ]
 
 
-def test_expect_rows_cover_every_transport_of_the_kinds_table():
+def test_every_transport_of_the_kinds_table_has_a_healthy_log():
     from components.fabric.kinds import TRANSPORTS
 
     assert EXPECT == (*TRANSPORTS, "local")
-    assert [row[0] for row in EXPECTS] == list(EXPECT)
+    missing = sorted(set(TRANSPORTS) - {p.stem for p in EXPECT_LOGS.glob("*.log")})
+    assert not missing, f"add tests/ncclcheck/expect/<transport>.log (an NCCL_DEBUG=INFO log of a healthy multi-node run) for {missing}"
+    assert sorted(p.stem for p in EXPECT_LOGS.glob("*.log")) == sorted(TRANSPORTS)
 
 
-@pytest.mark.parametrize(("expect", "log", "verdict", "reason"), EXPECTS, ids=[row[0] for row in EXPECTS])
-def test_expect_accepts_each_transport(capsys, expect, log, verdict, reason):
+@pytest.mark.parametrize("transport", sorted(p.stem for p in EXPECT_LOGS.glob("*.log")))
+def test_expect_passes_a_healthy_run_on_each_transport(capsys, transport):
+    rc = main([str(EXPECT_LOGS / f"{transport}.log"), "--expect", transport, "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert (rc, out["verdict"], out["reasons"]) == (0, "pass", [])
+
+
+@pytest.mark.parametrize(("expect", "log", "reason"), EXPECT_FAILS, ids=[row[0] for row in EXPECT_FAILS])
+def test_expect_fails_a_run_on_another_transport(capsys, expect, log, reason):
     rc = main([str(LOGS / f"{log}.log"), "--expect", expect, "--format", "json"])
     out = json.loads(capsys.readouterr().out)
-    assert (rc, out["verdict"]) == (0 if verdict == "pass" else 1, verdict)
-    assert (out["reasons"] == []) if reason is None else reason in out["reasons"][0]
+    assert (rc, out["verdict"]) == (1, "fail")
+    assert reason in out["reasons"][0]
+
+
+@pytest.mark.parametrize("expect", [t for t in EXPECT if t != "local"])
+def test_expect_fails_every_other_transports_healthy_run(capsys, expect):
+    """A healthy run is healthy only on the transport it was expected on: each other transport's log fails."""
+    for other in EXPECT_LOGS.glob("*.log"):
+        if other.stem == expect:
+            continue
+        rc = main([str(other), "--expect", expect, "--format", "json"])
+        out = json.loads(capsys.readouterr().out)
+        assert (rc, out["verdict"]) == (1, "fail"), (expect, other.stem, out["reasons"])
 
 
 def test_expect_refuses_a_transport_no_kind_names(capsys):

@@ -16,8 +16,8 @@ from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import Profile
 from components.model.profile import profile as make_profile
-from tests.conftest import stack_platform
-from tools import schemas, upstream
+from tests.conftest import schema_problems, stack_platform
+from tools import upstream
 
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 FABRICS = {
@@ -121,7 +121,7 @@ def test_job_pod_wiring(fab, fw, size):
     total = sum(s["replicas"] for _, s, _ in gpu_templates(m))
     assert total == (4 if size == "fixed" else 6)
     if upstream.available("crds"):
-        assert schemas.validate(m) == []
+        assert schema_problems(m) == []
 
 
 @pytest.mark.parametrize("size", ["fixed", "elastic"])
@@ -161,7 +161,7 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     assert "schedulerName" not in pod  # not in the gang: it runs whatever Volcano admits
     assert deployment["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "rendezvous"
     if upstream.available("crds"):
-        assert [e for o in (m, deployment, service, pdb) for e in schemas.validate(o)] == []
+        assert [e for o in (m, deployment, service, pdb) for e in schema_problems(o)] == []
 
 
 @pytest.mark.parametrize(
