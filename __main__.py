@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components.impact import preview
 from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.jobs.checks import api_of
 from components.jobs.component import TrainingJob, TrainingJobArgs
@@ -20,6 +21,10 @@ except Exception as err:  # noqa: BLE001 - a value nothing above expected: still
         f"{stack.stack_file(pulumi.get_stack())}: could not read the stack config: "
         f"{type(err).__name__}: {str(err)[:300]}"
     ) from None
+
+# What this update does to the running cluster, against the last deployment: warnings, and a stop before any
+# cluster resource for a change that drains, reboots or deletes unless the stack file acknowledges it.
+state, _ = preview.check(cfg, stack.stack_file(pulumi.get_stack()))
 
 if cfg.platform.training_operator_enabled:
     # Before the first registration: a CLI that would drop the overlay's alias, or no `git` for its fetch, must
@@ -51,4 +56,5 @@ if cfg.platform.acceptance.enabled:
     )
     pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile.to_data())
+pulumi.export(preview.STATE_OUTPUT, state)
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

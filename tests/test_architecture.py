@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 COMPONENTS = Path(__file__).resolve().parent.parent / "components"
-PACKAGES = ("fabric", "model", "platform", "jobs")
+PACKAGES = ("fabric", "model", "platform", "jobs", "impact")
 
 
 def module_name(path: Path) -> str:
@@ -80,6 +80,9 @@ def within(modules: set[str], *prefixes: str) -> set[str]:
         # What stack.py runs on every job: the checks know no builder, so loading a stack builds nothing.
         ("jobs.checks", {"jobs.sizing", "fabric.nccl", "fabric.wiring", "model.base", "model.config", "model.job", "model.profile"}),
         ("jobs.shell", set()),  # the shell programs' loader reads files, nothing of fastpath's
+        # The impact model is a pure function of two states: it reads no builder and no config.
+        ("impact.model", {"impact.state"}),
+        ("impact.ack", {"impact.model"}),
     ],
 )
 def test_layering(module, may_import):

@@ -7,13 +7,19 @@ from tests.helpers import DEDICATED, GPU_TAINT, cfg
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
 KPS_MONITOR = {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}}
+# A managed driver's upgrades wait for the training pods on a node (tests/test_day2.py).
+WAITS = {"waitForCompletion": {"podSelector": "fastpath.dev/role"}}
 # (id, config changes, exact gpu-operator values); prod-ib is a DGX stack: driver and DOCA-OFED on the hosts.
 GPU_CASES = [
-    ("dmabuf-operator-driver", {"gpu__driverPreinstalled": False, "gpu__hostMofed": False}, {"driver": {"enabled": True}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    (
+        "dmabuf-operator-driver",
+        {"gpu__driverPreinstalled": False, "gpu__hostMofed": False},
+        {"driver": {"enabled": True, "upgradePolicy": WAITS}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR},
+    ),
     (
         "peermem-legacy",
         {"gpu__gpuDirect": "peermem", "gpu__driverPreinstalled": False, "gpu__hostMofed": False},
-        {"driver": {"enabled": True, "rdma": {"enabled": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR},
+        {"driver": {"enabled": True, "upgradePolicy": WAITS, "rdma": {"enabled": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR},
     ),
     # useHostMofed is read only on the peermem path: under DMA-BUF it would say something it does not do.
     ("host-mofed-dmabuf", {}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),

@@ -13,7 +13,7 @@ import pytest
 from components.jobs import component
 from components.jobs.launch import LAUNCH, LAUNCHER, RDZV_STORE
 from components.jobs.operator_v1 import RDZV_PORT, rendezvous
-from components.jobs.resolve import ROLE_LABEL, resolve
+from components.jobs.resolve import resolve
 from components.jobs.shell import program
 from components.model.job import JobSpec
 from tests import operator_v1 as op
@@ -120,10 +120,11 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     assert env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900,read_timeout=600"
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
     assert op.job_succeeds_when(m) == "any worker"
-    # Kept off GPU nodes and this job's nodes when it can be: a lost GPU node must not take the store along.
+    # On CPU nodes only (the cluster has them by default): a lost GPU node, or a drain fastpath causes, never
+    # takes the store along.
     aff = deployment["spec"]["template"]["spec"]["affinity"]
-    assert aff["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}
-    assert aff["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"][ROLE_LABEL] == "worker"
+    assert aff == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}]}}}
+    assert pdb["spec"]["maxUnavailable"] == 0
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)

@@ -82,6 +82,7 @@ SYNTAX = [
     ("secret-key", {}, {"secretEnv": {"TOKEN_FILE": {"secret": "s", "key": "a/b"}}}, "secretEnv.TOKEN_FILE.key: 'a/b' is not a valid Secret"),
     ("image-space", {}, {"image": "nvcr.io/nvidia/pytorch:25.10-py3 "}, "contains whitespace"),
     ("ttl-int32", {}, {"ttlSecondsAfterFinished": 2**31}, "ttlSecondsAfterFinished: Input should be less than"),
+    ("ttl-reruns", {}, {"ttlSecondsAfterFinished": 3600}, "submitted again by the next `pulumi up` after a `pulumi refresh`"),
     ("mount-shm", {}, {"datasets": [{"claim": "c", "mountPath": "/dev/shm"}]}, "collides with /dev/shm"),
     ("mount-ckpt", {}, {"datasets": [{"claim": "c", "mountPath": "/checkpoints/x"}]}, "the checkpoint claim"),
     ("mount-nested", {}, {"datasets": [{"claim": "a", "mountPath": "/data"}, {"claim": "b", "mountPath": "/data/b"}]}, "datasets[1].mountPath /data/b and datasets[0].mountPath /data overlap"),

@@ -97,7 +97,7 @@ JOB_BAD = [
     ("v2", {"gpusPerNode": 4}, "gpusPerNode", "whole nodes"),
     ("v2", {"shmGiB": 64}, "shmGiB", "/dev/shm is the runtime's"),
     ("v2", {"maxRestarts": 1}, "maxRestarts", "fastpath:platform.trainer.maxRestarts"),
-    ("v2", {"ttlSecondsAfterFinished": 60}, "ttlSecondsAfterFinished", "trainer.ttlSecondsAfterFinished"),
+    ("v2", {"ttlSecondsAfterFinished": 60}, "ttlSecondsAfterFinished", "would rerun days later"),
     ("v2", {"preflight": False}, "preflight", "init container"),
     ("v2", {"framework": "mpi"}, "image", f"set image to {MPI_IMAGE}"),
     ("v2", {"framework": "mpi", "image": MPI_IMAGE, "nodes": 1}, "nodes", "second GPU pod"),

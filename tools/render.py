@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from components.impact import ack, preview
+from components.impact.model import Impact, impact
 from tools import mocks
 from tools.mocks import Registration, Run
 
@@ -411,27 +413,63 @@ class Rendered:
     files: dict[str, str]
     violations: list = field(default_factory=list)
     """What `python -m tools.lint` finds in `objects` (tools.lint.Violation)."""
+    impact: Impact = field(default_factory=Impact)
+    """What the change does to a cluster running the committed render."""
 
 
-def render_stack(stack: str) -> Rendered:
+STATE_FILE = "state.json"
+IMPACT_HEADING = "## Impact on the running cluster"
+
+
+def committed_state(folder: Path) -> dict | None:
+    """The state a committed render recorded (components/impact/state.py), or None."""
+    path = folder / STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _committed_section(folder: Path) -> str | None:
+    path = folder / "SUMMARY.md"
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    if IMPACT_HEADING not in text:
+        return None
+    section = text[text.index(IMPACT_HEADING) :]
+    nxt = section.find("\n## ", len(IMPACT_HEADING))
+    return section if nxt < 0 else section[: nxt + 1]
+
+
+def render_stack(stack: str, previous: Path | None = None) -> Rendered:
+    """Render `stack` under the mocks, its last deployment being the render committed in `previous` (default
+    rendered/<stack>): the program checks the impact against it as `pulumi preview` does against the stack's
+    outputs, and SUMMARY.md says what the change does. The section stays as it was while the state does not move,
+    so a committed render describes the change that made it."""
     from tools.lint import lint
 
-    run = run_program(stack)
+    folder = previous or RENDERED / stack
+    old = committed_state(folder)
+    references = {preview.self_reference(stack): {preview.STATE_OUTPUT: old}} if old else None
+    run = run_program(stack, references=references)
     objs = manifests(run)
     pkgs = packages(run)
     violations = lint(objs)
+    state = integral(run.outputs.get(preview.STATE_OUTPUT))
+    imp = impact(old, state)
+    kept = _committed_section(folder) if old == state else None
     sections = [
         profile_section(integral(run.outputs.get("profile"))),
         jobs_section(integral(run.outputs.get("jobs") or {})),
         acceptance_section(integral(run.outputs.get("acceptance") or [])),
         policy_section(violations),
+        kept or ack.markdown(imp, f"the committed render `{_rel(folder)}`"),
     ]
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
+        STATE_FILE: json.dumps(state, indent=1, sort_keys=True) + "\n",
     }
-    return Rendered(run, objs, pkgs, files, violations)
+    return Rendered(run, objs, pkgs, files, violations, imp)
 
 
 def jobs_section(jobs: dict) -> str:
@@ -554,6 +592,10 @@ def at_a_glance(rendered: Rendered, out: Path) -> str:
     lines.append("")
     mandatory = sum(v.level == "mandatory" for v in rendered.violations)
     lines.append(f"policy: {len(rendered.violations)} violations, {mandatory} mandatory (python -m tools.lint)")
+    imp = rendered.impact
+    if imp.changes:
+        lines.append(f"impact against the committed render: worst {imp.worst}")
+        lines += [f"  {c.cls:11s} {c.id}: {c.what}" for c in imp.changes]
     lines.append(f"full summary: {_rel(out / 'SUMMARY.md')}")
     return "\n".join(lines)
 

@@ -84,7 +84,6 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
         nodes=nodes,
         debug_nccl=True,
         preflight=True,
-        ttl_seconds_after_finished=7 * 86400,
         max_restarts=0,
         queue=queue,
         command=command,

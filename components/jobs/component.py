@@ -21,6 +21,45 @@ from components.jobs.trainjob import train_job
 from components.model.job import JobSpec
 from components.model.profile import Profile
 
+# runPolicy fields the Training Operator reads only when a job ends (kubeflow/trainer@v1.9.4:pkg/controller.v1/
+# common/job.go CleanupJob, DeletePodsAndServices): an edit of them is patched in place, not a new run.
+IN_PLACE = frozenset({"runPolicy.ttlSecondsAfterFinished", "runPolicy.cleanPodPolicy"})
+# Every other field of the v1 job specs (kubeflow/trainer@v1.9.4:pkg/apis/kubeflow.org/v1/pytorch_types.go,
+# mpi_types.go, tensorflow_types.go, common_types.go RunPolicy), listed whole so that a field added or removed
+# later still replaces the job: replace_on_changes matches the paths it is given, not their absence.
+V1_REPLACE = (
+    "spec.pytorchReplicaSpecs",
+    "spec.elasticPolicy",
+    "spec.nprocPerNode",
+    "spec.mpiReplicaSpecs",
+    "spec.slotsPerWorker",
+    "spec.mainContainer",
+    "spec.cleanPodPolicy",
+    "spec.tfReplicaSpecs",
+    "spec.successPolicy",
+    "spec.enableDynamicWorker",
+    "spec.runPolicy.schedulingPolicy",
+    "spec.runPolicy.backoffLimit",
+    "spec.runPolicy.activeDeadlineSeconds",
+    "spec.runPolicy.suspend",
+    "spec.runPolicy.managedBy",
+)
+
+
+def replace_paths(obj: dict) -> list[str]:
+    """The property paths whose change makes the job a new one (replace_on_changes): a v1 job's spec but
+    IN_PLACE; a TrainJob's whole spec."""
+    return list(V1_REPLACE) if "runPolicy" in obj["spec"] else ["spec"]
+
+
+def in_place_part(obj: dict) -> dict:
+    """The IN_PLACE fields of a job's spec, present or not (an edit of only these updates the job in place)."""
+    out = {}
+    for path in sorted(IN_PLACE):
+        head, _, tail = path.partition(".")
+        out[path] = (obj["spec"].get(head) or {}).get(tail)
+    return out
+
 
 def manifest(r: Resolved) -> dict:
     """The job's object: a TrainJob on Trainer v2, else its framework's Training Operator v1 job."""
@@ -62,11 +101,15 @@ class TrainingJob(pulumi.ComponentResource):
             cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
             depends_on = k8s.plus(depends_on, cm)
         # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
-        # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it).
+        # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it). Only
+        # what the operator reads when the job ends is patched in place (IN_PLACE).
         self.job = k8s.apply(
             self.manifest,
             pulumi.ResourceOptions(
-                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+                parent=self,
+                depends_on=depends_on,
+                replace_on_changes=replace_paths(self.manifest),
+                delete_before_replace=True,
             ),
         )
         self.rendezvous = []

@@ -17,11 +17,7 @@ def contract(r: Resolved) -> dict:
     if r.api == "v2":
         return _v2_contract(r)
     fab = r.profile.fabric
-    size = (
-        f"{r.spec.nodes}"
-        if r.spec.elastic is None
-        else f"{r.spec.elastic.min_nodes}-{r.spec.elastic.max_nodes} (elastic)"
-    )
+    size = f"{r.spec.nodes}" if r.spec.elastic is None else f"{r.spec.min_nodes}-{r.spec.elastic.max_nodes} (elastic)"
     return {
         "job": r.spec.name,
         "namespace": r.namespace,
@@ -60,6 +56,23 @@ def fault_summary(r: Resolved) -> str:
             f"worker fails the job; cleanPodPolicy {CLEAN_POD_POLICY}"
         )
     return f"a fault fails the job (restartPolicy Never); cleanPodPolicy {CLEAN_POD_POLICY}"
+
+
+def drain_outcome(r: Resolved) -> tuple[bool, str]:
+    """What a drain of one of the job's nodes (an eviction of one pod of the gang) does to a running run: (whether
+    the run carries on by itself, how). The impact model (components/impact) tells reviewers this per gang."""
+    resume = f", resuming from {r.checkpoint_dir}" if r.checkpoint_dir else " from step 0 (no checkpoint dir)"
+    if r.api == "v2":
+        return True, f"restarts the whole gang{resume} (a drain does not spend its restart budget)"
+    if r.spec.framework == "pytorch" and r.spec.elastic is not None:
+        return True, f"re-forms on the nodes left (at least {r.spec.min_nodes}) and restarts{resume}"
+    if r.spec.framework == "pytorch":
+        return (
+            False,
+            f"fails unless the evicted pod is rescheduled and rejoins within {RDZV_JOIN_TIMEOUT}s (a rebooting node "
+            f"takes longer): resubmit it{resume}",
+        )
+    return False, f"fails (a lost worker fails the job): resubmit it{resume}"
 
 
 def _v2_contract(r: Resolved) -> dict:

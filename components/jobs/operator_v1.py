@@ -21,6 +21,8 @@ Faults and cleanup (kubeflow/trainer@v1.9.4 behaviour, named in tests/test_job_f
 
 from __future__ import annotations
 
+from typing import Any
+
 from components import k8s
 from components.fabric import wiring as fabric
 from components.jobs.launch import LAUNCH, LAUNCHER, RDZV_STORE, mpirun_command, torchrun_command
@@ -40,8 +42,10 @@ def run_policy(r: Resolved) -> dict:
     """`cleanPodPolicy: Running`: when the job ends the operator deletes its Running and Pending pods, so GPUs are
     freed at once (the default None deletes nothing). No backoffLimit: no replica restarts a container in place
     (the launchers retry inside their container), so the operator's restart count has nothing to count."""
+    # No ttlSecondsAfterFinished: the operator would delete the finished job (kubeflow/trainer@v1.9.4:
+    # pkg/controller.v1/common/job.go CleanupJob), `pulumi refresh` would forget it and the next `pulumi up`
+    # would run it again. The object stays, without running pods, until the job leaves the stack file.
     policy: dict = {"cleanPodPolicy": CLEAN_POD_POLICY}
-    policy["ttlSecondsAfterFinished"] = r.spec.ttl_seconds_after_finished
     if r.scheduler:
         policy["schedulingPolicy"] = {
             "minAvailable": r.min_available,
@@ -63,7 +67,7 @@ def rendezvous(r: Resolved) -> list[dict]:
     labels = job_labels(r, "rendezvous")
     selector = {JOB_LABEL: r.spec.name, ROLE_LABEL: "rendezvous"}
     small = {"cpu": 1, "memory": "1Gi"}
-    pod = {
+    pod: dict[str, Any] = {
         "containers": [
             {
                 "name": "rendezvous",
@@ -75,45 +79,52 @@ def rendezvous(r: Resolved) -> list[dict]:
                 "resources": {"limits": small, "requests": dict(small)},
             }
         ],
-        # Every agent fails when the store goes, so keep it off the GPU nodes and off this job's nodes when it can
-        # (a lost GPU node then never takes it along), but let it fall back to a GPU node's spare CPU.
-        "tolerations": [k8s.toleration(r.profile.gpu.taint_key)],
-        "affinity": {
-            "nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "preference": {
-                            "matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]
-                        },
-                    }
-                ]
-            },
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }
-                ]
-            },
-        },
         "enableServiceLinks": False,
     }
+    # Every agent fails when the store goes. On a cluster with CPU nodes it must run there: the drains fastpath
+    # itself causes (SR-IOV reboots, GPU driver upgrades) are of GPU nodes only, so its budget below never holds
+    # one of them. On a GPU-only cluster it takes a GPU node's spare CPU, off this job's nodes if it can.
+    off_gpu = {"matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]}
+    away_from_workers = {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": {JOB_LABEL: r.spec.name, ROLE_LABEL: "worker"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                },
+            }
+        ]
+    }
+    if r.profile.nodes.cpu_nodes:
+        pod["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [off_gpu]}}
+        }
+    else:
+        pod["tolerations"] = [k8s.toleration(r.profile.gpu.taint_key)]
+        pod["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": off_gpu}]
+            },
+            "podAntiAffinity": away_from_workers,
+        }
     if r.priority_class:
         pod["priorityClassName"] = r.priority_class  # evicted no sooner than the job it serves
     meta = k8s.meta(name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels=labels)
-    # Evicting it ends the job (every agent loses the store): no voluntary eviction (a drain waits, naming this
-    # budget, until the job is gone) and no cluster-autoscaler scale-down of its node.
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": dict(meta),
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
-    }
+    # Evicting it ends the job (every agent loses the store): on CPU nodes, no voluntary eviction (an admin's drain
+    # of that node waits, naming this budget, until the job is gone; no fastpath rollout drains CPU nodes). On a
+    # GPU-only cluster a budget would hold fastpath's own SR-IOV and driver drains for as long as the job runs,
+    # with the node cordoned: none there, and the drain ends the job as draining its workers would.
+    budget = []
+    if r.profile.nodes.cpu_nodes:
+        budget = [
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": dict(meta),
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
+            }
+        ]
     return [
         {
             "apiVersion": "apps/v1",
@@ -138,7 +149,7 @@ def rendezvous(r: Resolved) -> list[dict]:
             "metadata": dict(meta),
             "spec": {"selector": selector, "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]},
         },
-        pdb,
+        *budget,
     ]
 
 

@@ -39,6 +39,10 @@ JobApi = Literal["v1", "v2"]
 """A job API: `v1` Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob), `v2` Kubeflow Trainer (TrainJob)."""
 
 
+ChangeClass = Literal["disruptive", "destructive"]
+"""A class of change that needs `fastpath:acknowledge` (components/impact/model.py)."""
+
+
 class Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid",

@@ -113,6 +113,12 @@ class NodesConfig(Model):
     topology_key: QualifiedName = "topology.kubernetes.io/zone"
     """Node label whose value names a topology domain (zone, rack or leaf switch); a job's pods are packed
     toward one domain. Default `topology.kubernetes.io/zone`."""
+    cpu_nodes: bool = True
+    """The cluster has schedulable nodes without GPUs (a system or CPU pool): fastpath's small per-job services
+    (a PyTorch job's rendezvous store) must run there, off the GPU nodes whose drains (SR-IOV reboots, driver
+    upgrades) would otherwise take them, and a PodDisruptionBudget keeps them through other drains. false: a
+    GPU-only cluster; they run on GPU nodes' spare CPU with no budget, so a drain of that node ends the job
+    instead of blocking the drain forever. Default true."""
 
 
 class RailConfig(Model):

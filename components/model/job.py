@@ -134,9 +134,11 @@ class JobSpec(Model):
     file name in the pod -> path relative to the Pulumi project (e.g. `{train.py: examples/train.py}`), the way
     `kubectl create configmap --from-file` would. For small scripts and configs (1 MiB in all); code that is
     not in the image."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] = 259200
-    """Seconds a finished job (and its logs) is kept. Default 259200 (3 days). v1 only: a v2 run's cleanup is its
-    runtime's (fastpath:platform.trainer.ttlSecondsAfterFinished)."""
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] | None = None
+    """Not allowed (kept so the error can say why): a v1 job deleted by its TTL is submitted again by the next
+    `pulumi up` after a `pulumi refresh`, because the stack still declares it. A finished v1 job keeps its object
+    and its finished pods' logs (its running pods go: cleanPodPolicy Running) until it leaves the stack file; a v2
+    run's JobSet goes after fastpath:platform.trainer.ttlSecondsAfterFinished while its TrainJob stays."""
     api: JobApi | None = None
     """`v1` (PyTorchJob/MPIJob/TFJob) or `v2` (a TrainJob naming one of the platform's runtimes). Only on clusters
     with jobApi `both`, where the default is v1; elsewhere the cluster's API."""
@@ -149,6 +151,17 @@ class JobSpec(Model):
                 if isinstance(val, bool):
                     raise ValueError(f"{k}: write 1 or 0 (or quote the string), not {str(val).lower()}")
             return {k: str(val) if isinstance(val, int | float) else val for k, val in v.items()}
+        return v
+
+    @field_validator("ttl_seconds_after_finished")
+    @classmethod
+    def _no_ttl(cls, v: int | None) -> int | None:
+        if v is not None:
+            raise ValueError(
+                "a job its TTL deletes is submitted again by the next `pulumi up` after a `pulumi refresh` (the "
+                "stack still declares it), so it would rerun days later: remove the key; a finished job keeps only "
+                "its object and logs, and goes when you remove it from the stack file"
+            )
         return v
 
     @model_validator(mode="after")

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from components import k8s_syntax
 from components.jobs import acceptance, checks
-from components.model.base import Model
+from components.model.base import ChangeClass, Model
 from components.model.config import ConfigError, PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 
 NAMESPACE = "fastpath"
-KNOWN_KEYS = ("platform", "jobs")
+ACK_CLASSES = get_args(ChangeClass)
+KNOWN_KEYS = ("platform", "jobs", "acknowledge")
 
 
 class StackConfig(Model):
@@ -30,6 +31,7 @@ class StackConfig(Model):
 
     platform: PlatformConfig
     jobs: list[JobSpec] = []
+    acknowledge: dict[str, ChangeClass] = {}
 
 
 SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
@@ -82,7 +84,16 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     jobs = raw.get("jobs") or []
     if not isinstance(jobs, list):
         raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
-    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source))
+    acks = raw.get("acknowledge") or {}
+    if not isinstance(acks, dict) or any(v not in ACK_CLASSES for v in acks.values()):
+        raise ConfigError(
+            source,
+            [
+                f"{NAMESPACE}:acknowledge: must map a change id (as the impact prints it) to the class it was told "
+                f"as ({' or '.join(ACK_CLASSES)}), for example `fabric.sriov: disruptive`"
+            ],
+        )
+    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source), acknowledge=acks)
 
 
 def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:

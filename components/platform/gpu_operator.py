@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components import k8s, versions
+from components.jobs.resolve import ROLE_LABEL
 from components.model.config import PlatformConfig
 
 NAMESPACE = "gpu-operator"
@@ -23,6 +24,12 @@ _CONTROL_PLANE = {
 }
 
 
+# Every training pod fastpath builds (v1 workers, launchers and rendezvous stores, v2 runtime pods, acceptance).
+TRAINING_POD_SELECTOR = ROLE_LABEL
+# The chart's driver.upgradePolicy.maxParallelUpgrades (gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml).
+DRIVER_UPGRADES_AT_ONCE = 1
+
+
 def values(platform: PlatformConfig) -> dict:
     """Helm values for nvidia/gpu-operator; only what differs from the chart's defaults, each for a reason.
 
@@ -37,6 +44,14 @@ def values(platform: PlatformConfig) -> dict:
     gpu = platform.gpu
     # Pinned (the chart's default is true): fastpath's gpu.driverPreinstalled decides, in both directions.
     v: dict = {"driver": {"enabled": not gpu.driver_preinstalled}}
+    if not gpu.driver_preinstalled:
+        # A driver upgrade (a chart bump moves the driver version) cordons a node and, before it evicts the GPU
+        # pods, waits for the pods this selector matches on it: every training pod fastpath makes carries the role
+        # label, so a running gang is never hit; the node just takes no new pod meanwhile. The chart's
+        # timeoutSeconds 0 waits for as long as the run lasts (NVIDIA/gpu-operator@v26.7.0: vendor/github.com/
+        # NVIDIA/k8s-operator-libs/pkg/upgrade/common_manager.go ProcessWaitForJobsRequiredNodes, pod_manager.go).
+        # The rest of the policy keeps the chart's defaults: autoUpgrade, one node at a time, at most 25% down.
+        v["driver"]["upgradePolicy"] = {"waitForCompletion": {"podSelector": TRAINING_POD_SELECTOR}}
     if gpu.gpu_direct == "peermem":
         v["driver"]["rdma"] = {"enabled": True, **({"useHostMofed": True} if gpu.host_mofed else {})}
     v["nfd"] = {"enabled": True}  # the chart's default, pinned: the network operator relies on this NFD

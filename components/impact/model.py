@@ -1,0 +1,688 @@
+"""The impact of going from one deployed state of a stack to another (components/impact/state.py): each change a
+controller will act on, classified by what it does to a cluster that is busy with training, and told in the
+cluster's own numbers.
+
+Classes, from harmless to harmful:
+- `no-op`: nothing running notices (a pacing knob, a new queue's first job, a new job).
+- `rolling`: an operator or operand restarts pod by pod; running training keeps its devices and addresses; new
+  pods on a node may wait for the operand there.
+- `disruptive`: GPU nodes are drained or rebooted, or running gangs are deleted or evicted: which nodes, how many
+  at a time, which gangs die and whether they come back by themselves.
+- `destructive`: addresses re-laid, claims or namespaces deleted: data or running pods' identity at risk.
+
+Each rule names the upstream behaviour it relies on as `repo@tag:path` (UPSTREAM); tests/test_impact.py pins
+them. `impact` is a pure function of two states: the program (components/impact/preview.py) and the renderer both
+call it, and a disruptive or destructive change needs the stack file's `fastpath:acknowledge` (ack.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from components.impact.state import SCHEMA, canonical
+
+Class = Literal["no-op", "rolling", "disruptive", "destructive"]
+CLASSES: tuple[Class, ...] = get_args(Class)
+NEEDS_ACK: tuple[Class, ...] = ("disruptive", "destructive")
+
+# The upstream behaviour each rule relies on, at the tags fastpath pins (components/versions.py). Network Operator
+# 26.4.1 deploys the SR-IOV operator built from Mellanox's fork (Mellanox/network-operator@v26.4.1:hack/release.yaml
+# `network-operator-v26.4.1`); the nearest published tag of that fork is the 26.4.x branch head,
+# network-operator-v26.4.0-beta.7.
+SNO = "Mellanox/sriov-network-operator@network-operator-v26.4.0-beta.7"
+NO = "Mellanox/network-operator@v26.4.1"
+UPSTREAM = {
+    # HandleTotalVfs / HandleEnableSriov / HandleLinkType: a NUM_OF_VFS, SRIOV_EN or LINK_TYPE firmware change sets
+    # needReboot; the daemon then drains the node fully and reboots it.
+    "sriov-reboot": (
+        f"{SNO}:pkg/vendors/mellanox/mellanox.go (HandleTotalVfs, HandleLinkType; pkg/daemon/daemon.go rebootNode)"
+    ),
+    # needDrainNode -> NeedToUpdateSriov: numVfs, a PF MTU increase, a deleted policy's VFs drain the node.
+    "sriov-drain": f"{SNO}:pkg/plugins/generic/generic_plugin.go (needDrainNode; api/v1/helper.go NeedToUpdateSriov)",
+    # tryDrainNode: at most the pool's maxUnavailable nodes drain at once; unset means every node of the pool.
+    "sriov-pace": f"{SNO}:controllers/drain_controller_helper.go (tryDrainNode; api/v1/helper.go MaxUnavailable)",
+    # configRdmaKernelArg: ib_core.netns_mode as a kernel argument and modprobe option: a reboot.
+    "sriov-rdma-mode": f"{SNO}:pkg/plugins/generic/generic_plugin.go (configRdmaKernelArg, needRebootNode)",
+    # Each state re-renders its DaemonSet; a config hash annotation rolls the device plugins and Multus.
+    "nic-operands": f"{NO}:pkg/state/state_skel.go (updateObj, SetConfigHashAnnotation)",
+    # The OFED DaemonSet is OnDelete; autoUpgrade (default false) decides whether the operator replaces its pods.
+    "doca-driver": (
+        f"{NO}:controllers/upgrade_controller.go (reconcileClusterPolicyUpgrade; "
+        "api/v1alpha1/nicclusterpolicy_types.go upgradePolicy)"
+    ),
+    # Blocks that no longer fit the pool are dropped and re-allocated; node reservations are checked locally only.
+    "ipam": (
+        "Mellanox/nvidia-k8s-ipam@network-operator-v26.4.1:pkg/ipam-controller/allocator/allocator.go "
+        "(CreatePoolAllocatorFromIPPool)"
+    ),
+    # upgrade-required -> cordon -> wait-for-jobs -> pod-deletion -> drain -> restart; maxParallelUpgrades at a time.
+    "gpu-driver": (
+        "NVIDIA/gpu-operator@v26.7.0:controllers/upgrade_controller.go (reconcileClusterPolicyDriverUpgrades; "
+        "vendor/github.com/NVIDIA/k8s-operator-libs/pkg/upgrade/upgrade_state.go ApplyState)"
+    ),
+    "helm-upgrade": "helm/helm@v3.18.0:pkg/action/upgrade.go (a changed release's pod templates roll)",
+    # fsnotify on the conf directory: loadSchedulerConf on write, no restart.
+    "volcano-conf": "volcano-sh/volcano@v1.15.1:pkg/scheduler/scheduler.go (watchSchedulerConf)",
+    # A starving job of a queue under its (new) deserved share takes whole gangs of reclaimable queues.
+    "volcano-reclaim": (
+        "volcano-sh/volcano@v1.15.1:pkg/scheduler/actions/gangreclaim/gangreclaim.go (Execute, selectDomainBundles)"
+    ),
+    "volcano-capability": (
+        "volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/proportion/proportion.go (capability gates allocation only)"
+    ),
+    "job-replace": (
+        "fastpath components/jobs/component.py (replace_on_changes=[spec], delete_before_replace); "
+        "kubeflow/trainer@v1.9.4:pkg/controller.v1/common/pod.go (ReconcilePods never updates a running pod)"
+    ),
+    "store-recreate": (
+        "kubernetes/kubernetes@v1.34.0:pkg/controller/deployment/recreate.go (rolloutRecreate: the old pod goes "
+        "before the new one starts)"
+    ),
+    "namespace-delete": (
+        "kubernetes/kubernetes@v1.34.0:pkg/controller/namespace/deletion/namespaced_resources_deleter.go"
+    ),
+    "pvc-immutable": (
+        "kubernetes/kubernetes@v1.34.0:pkg/apis/core/validation/validation.go (ValidatePersistentVolumeClaimUpdate)"
+    ),
+    "pod-security": (
+        "kubernetes/kubernetes@v1.34.0:staging/src/k8s.io/pod-security-admission/admission/admission.go (pods at "
+        "creation)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing a controller will do. `id` is what `fastpath:acknowledge` names; `keys` the stack keys behind it
+    (none: a fastpath or chart version changed it)."""
+
+    id: str
+    cls: Class
+    what: str
+    consequence: str
+    upstream: tuple[str, ...]
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ctx:
+    old: Mapping[str, Any]  # facets
+    new: Mapping[str, Any]
+    facts: Mapping[str, Any]  # the old state's (what runs now)
+    new_facts: Mapping[str, Any]
+    changed_keys: tuple[str, ...]
+
+    def keys(self, *prefixes: str) -> tuple[str, ...]:
+        return tuple(k for k in self.changed_keys if k.startswith(prefixes))
+
+    @property
+    def nodes(self) -> int:
+        return int(self.facts.get("gpuNodes") or 0)
+
+    def gangs(self, queues: set[str] | None = None) -> list[dict]:
+        gangs = list((self.facts.get("gangs") or {}).values())
+        return [g for g in gangs if queues is None or g.get("queue") in queues]
+
+
+def gangs_text(gangs: list[dict], lost: str = "a node under them is drained") -> str:
+    if not gangs:
+        return "no gang fastpath declared runs now (any other multi-node job on these nodes fails the same way)"
+    parts = [f"{g['name']} ({g['nodes']} nodes) {g['onDrain']}" for g in gangs]
+    return f"running gangs, when {lost}: " + "; ".join(parts)
+
+
+def at_a_time(max_unavailable: Any, nodes: int) -> int:
+    """How many nodes the SR-IOV operator drains at once: an int, or a percentage of the pool rounded up."""
+    if isinstance(max_unavailable, str) and max_unavailable.endswith("%"):
+        return max(1, math.ceil(nodes * int(max_unavailable[:-1]) / 100))
+    return int(max_unavailable or nodes)
+
+
+def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[list[str], list[str], list[str]]:
+    old, new = old or {}, new or {}
+    added = sorted(set(new) - set(old))
+    removed = sorted(set(old) - set(new))
+    changed = sorted(k for k in set(old) & set(new) if old[k] != new[k])
+    return added, removed, changed
+
+
+def _names(keys: list[str]) -> str:
+    short = [k.rsplit("/", 1)[-1] for k in keys]
+    return ", ".join(short[:8]) + (f" and {len(short) - 8} more" if len(short) > 8 else "")
+
+
+# ------------------------------------------------------------------------------------------- rules
+
+
+def _sriov(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("sriovPolicies"), c.new.get("sriovPolicies"))
+    if not (added or removed or changed):
+        return
+    keys = c.keys("fabric.")
+    old, new = c.old.get("sriovPolicies") or {}, c.new.get("sriovPolicies") or {}
+    # A new policy (a PF's first VFs), a numVfs or a link type change is a firmware change on ConnectX: a reboot.
+    # A removed policy drains (its VFs go; the firmware drops them at the next boot); an MTU rise drains.
+    firmware = bool(added) or any(
+        {f: old[k].get(f) for f in ("numVfs", "nicSelector", "linkType")}
+        != {f: new[k].get(f) for f in ("numVfs", "nicSelector", "linkType")}
+        for k in changed
+    )
+    mtu_up = any((new[k].get("mtu") or 0) > (old[k].get("mtu") or 0) for k in changed)
+    if not (firmware or removed or mtu_up):
+        yield Change(
+            id="fabric.sriov",
+            cls="rolling",
+            what=f"SR-IOV node policies: {_names(changed)} (no VF count, link type or MTU rise)",
+            consequence="the config daemon applies it without a drain; running pods keep their VFs",
+            upstream=(UPSTREAM["sriov-drain"],),
+            keys=keys,
+        )
+        return
+    n = c.nodes
+    pace = at_a_time(c.new_facts.get("sriovMaxUnavailable"), n)
+    rounds = math.ceil(n / pace) if n else 0
+    verb = "reboots" if firmware else "drains"
+    why = (
+        "rewrites the ConnectX firmware (SR-IOV, VF count, link type) and reboots"
+        if firmware
+        else "reconfigures the VFs and drains (evicting every pod that requests an nvidia.com/ resource, GPUs included)"
+    )
+    parts = [f"{len(x)} {label}" for x, label in ((added, "added"), (removed, "removed"), (changed, "changed")) if x]
+    yield Change(
+        id="fabric.sriov",
+        cls="disruptive",
+        what=f"SR-IOV node policies: {', '.join(parts)} ({_names(added + removed + changed)})",
+        consequence=(
+            f"the SR-IOV operator {why} every GPU node: {verb} {n} GPU nodes, {pace} at a time ({rounds} rounds; "
+            f"each node is without VFs from its drain until it is back); the drain knows nothing of gangs, so "
+            f"{gangs_text(c.gangs())}"
+        ),
+        upstream=(UPSTREAM["sriov-reboot" if firmware else "sriov-drain"], UPSTREAM["sriov-pace"]),
+        keys=keys,
+    )
+
+
+def _sriov_pool(c: Ctx) -> Iterator[Change]:
+    old, new = c.old.get("sriovPool") or {}, c.new.get("sriovPool") or {}
+    if not old or not new or old == new:
+        return
+    if old.get("rdmaMode") != new.get("rdmaMode"):
+        n = c.nodes
+        pace = at_a_time(new.get("maxUnavailable"), n)
+        yield Change(
+            id="fabric.rdma-mode",
+            cls="disruptive",
+            what=f"RDMA namespace mode {old.get('rdmaMode')} -> {new.get('rdmaMode')}",
+            consequence=f"a kernel module option: reboots {n} GPU nodes, {pace} at a time; {gangs_text(c.gangs())}",
+            upstream=(UPSTREAM["sriov-rdma-mode"], UPSTREAM["sriov-pace"]),
+            keys=c.keys("fabric."),
+        )
+    if old.get("maxUnavailable") != new.get("maxUnavailable"):
+        yield Change(
+            id="fabric.sriov-pace",
+            cls="no-op",
+            what=f"SR-IOV drains at a time {old.get('maxUnavailable')} -> {new.get('maxUnavailable')}",
+            consequence="paces the next SR-IOV rollout; drains nothing by itself",
+            upstream=(UPSTREAM["sriov-pace"],),
+            keys=c.keys("fabric.sriovMaxUnavailable"),
+        )
+
+
+def _nic_operands(c: Ctx) -> Iterator[Change]:
+    old, new = c.old.get("nicClusterPolicy"), c.new.get("nicClusterPolicy")
+    if old is None or new is None:
+        return
+    added, removed, changed = _diff(old, new)
+    operands = [o for o in added + removed + changed if o != "ofedDriver"]
+    if operands:
+        gone = f"; {', '.join(removed)} removed: pods that need it no longer start" if removed else ""
+        yield Change(
+            id="network.operands",
+            cls="rolling",
+            what=f"NicClusterPolicy operands: {', '.join(operands)}",
+            consequence=(
+                f"the Network Operator rolls each changed operand's DaemonSet node by node; running pods keep their "
+                f"devices and addresses, new pods on a node wait for its operand{gone}"
+            ),
+            upstream=(UPSTREAM["nic-operands"],),
+            keys=c.keys("fabric.", "gpu."),
+        )
+    if c.old.get("ofedDriver") != c.new.get("ofedDriver") and (c.old.get("ofedDriver") or c.new.get("ofedDriver")):
+        yield Change(
+            id="network.doca-driver",
+            cls="disruptive",
+            what=f"DOCA driver {c.old.get('ofedDriver')} -> {c.new.get('ofedDriver')}",
+            consequence=(
+                f"the driver DaemonSet is OnDelete: with the operator's upgrade policy it drains and reloads the NIC "
+                f"driver on each of {c.nodes} GPU nodes (every RDMA device of the node goes away meanwhile), without "
+                f"it nothing changes until its pods are deleted and the NicClusterPolicy stays not ready (so `pulumi "
+                f"up` times out); {gangs_text(c.gangs())}"
+            ),
+            upstream=(UPSTREAM["doca-driver"],),
+            keys=c.keys("gpu.hostMofed", "versions.networkOperator"),
+        )
+
+
+def _ip_pools(c: Ctx) -> Iterator[Change]:
+    old, new = c.old.get("ipPools"), c.new.get("ipPools")
+    if old is None and new is None:
+        return
+    added, removed, changed = _diff(old, new)
+    if removed or changed:
+        yield Change(
+            id="network.ip-pools",
+            cls="destructive",
+            what=f"NV-IPAM pools re-laid: {_names(removed + changed)} (subnet or per-node block)",
+            consequence=(
+                "nv-ipam re-assigns each node's block from the new layout while running pods keep the addresses "
+                "they got from the old one: a new pod can get an address a running pod still holds (duplicate "
+                "addresses on a rail, NCCL connections to the wrong peer); drain the training nodes first"
+            ),
+            upstream=(UPSTREAM["ipam"],),
+            keys=c.keys("fabric.rails", "fabric.vfsPerPf", "fabric.attachment", "gpu.perNode"),
+        )
+    if added:
+        yield Change(
+            id="network.ip-pools-added",
+            cls="no-op",
+            what=f"NV-IPAM pools added: {_names(added)}",
+            consequence="new rails' addresses; nothing running holds any",
+            upstream=(UPSTREAM["ipam"],),
+            keys=c.keys("fabric.rails"),
+        )
+
+
+def _attachments(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("attachments"), c.new.get("attachments"))
+    if removed or changed:
+        yield Change(
+            id="network.attachments",
+            cls="rolling",
+            what=f"rail network attachments: {_names(removed + changed)}",
+            consequence=(
+                "Multus reads an attachment when a pod starts: running pods keep the old one; a gang that restarts "
+                "gets the new one" + (" or, for a removed one, does not start" if removed else "")
+            ),
+            upstream=(UPSTREAM["nic-operands"],),
+            keys=c.keys("fabric."),
+        )
+
+
+def _charts(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("charts"), c.new.get("charts"))
+    old, new = c.old.get("charts") or {}, c.new.get("charts") or {}
+    for name in changed:
+        o, n = old[name], new[name]
+        bump = f"{o['version']} -> {n['version']}" if o["version"] != n["version"] else "values changed"
+        driver = (
+            name == "gpu-operator" and o["version"] != n["version"] and (c.new.get("gpuDriver") or {}).get("managed")
+        )
+        if driver:
+            yield Change(
+                id="charts.gpu-operator",
+                cls="disruptive",
+                what=f"GPU Operator {bump} (its default driver version moves with it)",
+                consequence=(
+                    f"the GPU Operator's upgrade controller reinstalls the driver on {c.nodes} GPU nodes, "
+                    f"{c.facts.get('driverUpgradesAtOnce', 1)} at a time: each node is cordoned, then waits for the "
+                    f"training pods on it to finish (driver.upgradePolicy.waitForCompletion), then its GPU pods are "
+                    f"evicted and the driver reloaded; a running gang is not hit, but each node it frees stays "
+                    f"cordoned until upgraded, and a node with no fastpath pod is upgraded at once"
+                ),
+                upstream=(UPSTREAM["gpu-driver"],),
+                keys=c.keys("versions.gpuOperator"),
+            )
+            continue
+        yield Change(
+            id=f"charts.{name}",
+            cls="rolling",
+            what=f"{name} {bump}",
+            consequence=(
+                f"{name}'s operators and DaemonSets restart with the new release; running training keeps its pods"
+            ),
+            upstream=(UPSTREAM["helm-upgrade"],),
+            keys=c.keys("versions.", "components.", "monitoring.", "gpu.", "checkpoints."),
+        )
+    for name in removed:
+        yield Change(
+            id=f"charts.{name}",
+            cls="destructive",
+            what=f"{name} uninstalled",
+            consequence=f"everything {name} runs stops; objects of its kinds stay ownerless or go with its CRDs",
+            upstream=(UPSTREAM["helm-upgrade"],),
+            keys=c.keys("components.", "jobApi"),
+        )
+    for name in added:
+        yield Change(
+            id=f"charts.{name}",
+            cls="rolling",
+            what=f"{name} installed",
+            consequence=f"{name} starts on the nodes it selects; nothing running changes",
+            upstream=(UPSTREAM["helm-upgrade"],),
+            keys=c.keys("components.", "jobApi"),
+        )
+
+
+def _driver_mode(c: Ctx) -> Iterator[Change]:
+    old, new = c.old.get("gpuDriver") or {}, c.new.get("gpuDriver") or {}
+    if old and new and old != new:
+        yield Change(
+            id="gpu.driver",
+            cls="disruptive",
+            what=f"GPU driver {'managed by the GPU Operator' if new.get('managed') else 'preinstalled'} (was "
+            f"{'managed' if old.get('managed') else 'preinstalled'})",
+            consequence=f"the driver is (un)installed on every GPU node under running pods; {gangs_text(c.gangs())}",
+            upstream=(UPSTREAM["gpu-driver"],),
+            keys=c.keys("gpu.driverPreinstalled", "components.gpuOperator"),
+        )
+
+
+def _volcano(c: Ctx) -> Iterator[Change]:
+    if c.old.get("volcanoConf") and c.new.get("volcanoConf") and c.old["volcanoConf"] != c.new["volcanoConf"]:
+        yield Change(
+            id="scheduler.conf",
+            cls="disruptive",
+            what="volcano-scheduler.conf (actions, plugins)",
+            consequence=(
+                "the scheduler reloads it from its mounted ConfigMap (no restart): preemption and reclaim follow the "
+                f"new rules from its next session and may evict whole running gangs; "
+                f"{gangs_text(c.gangs(), 'they are chosen as victims')}"
+            ),
+            upstream=(UPSTREAM["volcano-conf"],),
+            keys=c.keys("scheduler."),
+        )
+    old, new = c.old.get("queues"), c.new.get("queues")
+    if old is None or new is None:
+        return
+    added, removed, changed = _diff(old, new)
+    shares = [
+        q
+        for q in changed
+        if old[q].get("weight") != new[q].get("weight") or old[q].get("reclaimable") != new[q].get("reclaimable")
+    ]
+    if added or removed or shares:
+        # Any share that grows shrinks the others': every reclaimable queue's gangs may be taken back.
+        victims = {q for q, v in new.items() if v.get("reclaimable")} | set(removed)
+        what = [
+            f"{q} weight {old[q].get('weight')} -> {new[q].get('weight')}"
+            for q in shares
+            if old[q].get("weight") != new[q].get("weight")
+        ]
+        what += [
+            f"{q} reclaimable {old[q].get('reclaimable')} -> {new[q].get('reclaimable')}"
+            for q in shares
+            if old[q].get("reclaimable") != new[q].get("reclaimable")
+        ]
+        what += [f"{q} added" for q in added] + [f"{q} removed" for q in removed]
+        yield Change(
+            id="scheduler.queues",
+            cls="disruptive",
+            what="queue shares: " + ", ".join(what),
+            consequence=(
+                "the queues' deserved shares move at once; nothing is evicted for being over its share, but a "
+                "starving gang of a queue whose share grew now takes whole running gangs from the reclaimable queues "
+                f"({', '.join(sorted(victims)) or 'none'}), those furthest over their share first; "
+                f"{gangs_text(c.gangs(victims), 'reclaimed')}"
+            ),
+            upstream=(UPSTREAM["volcano-reclaim"],),
+            keys=c.keys("scheduler.queues"),
+        )
+    caps = [q for q in changed if q not in shares]
+    if caps:
+        yield Change(
+            id="scheduler.capability",
+            cls="no-op",
+            what="queue GPU caps: " + ", ".join(f"{q} {old[q].get('gpus')} -> {new[q].get('gpus')}" for q in caps),
+            consequence="a cap gates new allocations only: running gangs over a lowered cap keep running",
+            upstream=(UPSTREAM["volcano-capability"],),
+            keys=c.keys("scheduler.queues"),
+        )
+
+
+def _namespaces(c: Ctx) -> Iterator[Change]:
+    old, new = set(c.old.get("namespaces") or ()), set(c.new.get("namespaces") or ())
+    if old - new:
+        gone = sorted(old - new)
+        yield Change(
+            id="namespaces.removed",
+            cls="destructive",
+            what=f"training namespaces removed: {', '.join(gone)}",
+            consequence=(
+                "deleting a namespace deletes every object in it: its jobs, their pods, its checkpoint claim "
+                "(the NFS data of a retained volume stays) and secrets"
+            ),
+            upstream=(UPSTREAM["namespace-delete"],),
+            keys=c.keys("trainingNamespaces"),
+        )
+    if new - old:
+        yield Change(
+            id="namespaces.added",
+            cls="no-op",
+            what=f"training namespaces added: {', '.join(sorted(new - old))}",
+            consequence="new namespaces with their own networks and claims; nothing running changes",
+            upstream=(UPSTREAM["namespace-delete"],),
+            keys=c.keys("trainingNamespaces"),
+        )
+    _, _, changed = _diff(c.old.get("namespaceSecurity"), c.new.get("namespaceSecurity"))
+    if changed:
+        yield Change(
+            id="namespaces.security",
+            cls="rolling",
+            what=f"Pod Security level of {', '.join(changed)}",
+            consequence=(
+                "applies to pods created from now on: a restarting gang is admitted (or refused) by the new level"
+            ),
+            upstream=(UPSTREAM["pod-security"],),
+            keys=c.keys("fabric.kind", "fabric.attachment"),
+        )
+
+
+def _storage(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("claims"), c.new.get("claims"))
+    old, new = c.old.get("claims") or {}, c.new.get("claims") or {}
+    moved = [k for k in changed if old[k].get("storageClassName") != new[k].get("storageClassName")]
+    grown = [k for k in changed if k not in moved]
+    if moved or removed:
+        yield Change(
+            id="checkpoints.claims",
+            cls="destructive",
+            what=f"checkpoint claims replaced or removed: {_names(moved + removed)}",
+            consequence=(
+                "a claim's storage class cannot change in place: the claim would be replaced, and every job's "
+                "checkpoints are on it (the claims are protected: `pulumi up` stops until you move the data)"
+            ),
+            upstream=(UPSTREAM["pvc-immutable"],),
+            keys=c.keys("checkpoints."),
+        )
+    if grown:
+        yield Change(
+            id="checkpoints.size",
+            cls="rolling",
+            what="checkpoint claims resized: "
+            + ", ".join(f"{k} {old[k].get('size')} -> {new[k].get('size')}" for k in grown),
+            consequence="expanded in place where the storage class allows it (a shrink is refused by the API server)",
+            upstream=(UPSTREAM["pvc-immutable"],),
+            keys=c.keys("checkpoints.size"),
+        )
+    if (
+        c.old.get("storageClass") != c.new.get("storageClass")
+        and c.old.get("storageClass")
+        and c.new.get("storageClass")
+    ):
+        yield Change(
+            id="checkpoints.storage-class",
+            cls="rolling",
+            what="checkpoint StorageClass parameters",
+            consequence="a StorageClass is replaced, not patched: volumes already bound keep their old mount settings",
+            upstream=(UPSTREAM["pvc-immutable"],),
+            keys=c.keys("checkpoints."),
+        )
+
+
+def _jobs(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("jobs"), c.new.get("jobs"))
+    gangs = c.facts.get("gangs") or {}
+    new_gangs = c.new_facts.get("gangs") or {}
+    old, new = c.old.get("jobs") or {}, c.new.get("jobs") or {}
+    for key in changed:
+        g = gangs.get(key) or new_gangs[key]
+        keys = c.keys(f"jobs[{g['name']}]") or tuple(k for k in c.changed_keys if not k.startswith("jobs["))
+        if old[key].get("replace") == new[key].get("replace") and old[key].get("store") != new[key].get("store"):
+            yield Change(
+                id=f"jobs.{key}",
+                cls="disruptive",
+                what=f"job {key}: its rendezvous store (placement, budget or image)",
+                consequence=(
+                    f"the store's Deployment is Recreate: its pod restarts, every torchrun agent of the running "
+                    f"{g['nodes']}-node gang loses the store and the run fails; resubmit it from its checkpoint"
+                ),
+                upstream=(UPSTREAM["store-recreate"],),
+                keys=keys,
+            )
+            continue
+        if old[key].get("replace") == new[key].get("replace"):
+            yield Change(
+                id=f"jobs.{key}",
+                cls="no-op",
+                what=f"job {key}: what the operator reads when it ends (runPolicy TTL, cleanPodPolicy)",
+                consequence="patched in place: a running gang is untouched",
+                upstream=(UPSTREAM["job-replace"],),
+                keys=keys,
+            )
+            continue
+        yield Change(
+            id=f"jobs.{key}",
+            cls="disruptive",
+            what=f"job {key} changed",
+            consequence=(
+                f"the job is replaced (deleted, then created): its {g['nodes']}-node gang is killed if it runs and "
+                "starts again from the new spec, resuming from its checkpoint dir if it has one"
+            ),
+            upstream=(UPSTREAM["job-replace"],),
+            keys=keys,
+        )
+    for key in removed:
+        g = gangs.get(key, {"nodes": "?"})
+        yield Change(
+            id=f"jobs.{key}",
+            cls="disruptive",
+            what=f"job {key} removed",
+            consequence=f"the job is deleted: its {g['nodes']}-node gang is killed if it runs (its checkpoints stay)",
+            upstream=(UPSTREAM["job-replace"],),
+        )
+    for key in added:
+        yield Change(
+            id=f"jobs.{key}",
+            cls="no-op",
+            what=f"job {key} added",
+            consequence=f"submitted: it queues for {new_gangs.get(key, {}).get('nodes', '?')} nodes",
+            upstream=(UPSTREAM["job-replace"],),
+        )
+
+
+def _runtimes(c: Ctx) -> Iterator[Change]:
+    added, removed, changed = _diff(c.old.get("runtimes"), c.new.get("runtimes"))
+    if changed or removed:
+        yield Change(
+            id="trainer.runtimes",
+            cls="rolling",
+            what=f"ClusterTrainingRuntimes replaced: {_names(changed + removed)}",
+            consequence=(
+                "TrainJobs that run keep the JobSet made from the old runtime; TrainJobs created from now on "
+                "(and the v2 jobs this stack replaces) get the new one"
+            ),
+            upstream=(UPSTREAM["job-replace"],),
+            keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
+        )
+
+
+def _acceptance(c: Ctx) -> Iterator[Change]:
+    if c.old.get("acceptance") != c.new.get("acceptance") and c.new.get("acceptance"):
+        n = c.new_facts.get("acceptanceNodes")
+        yield Change(
+            id="acceptance",
+            cls="rolling",
+            what="fabric acceptance job",
+            consequence=f"the acceptance job runs again: it queues for {n} GPU nodes and holds them while it measures",
+            upstream=(UPSTREAM["job-replace"],),
+            keys=c.keys("acceptance.", "fabric."),
+        )
+
+
+def _preflight(c: Ctx) -> Iterator[Change]:
+    if c.old.get("preflight") != c.new.get("preflight") and c.old.get("preflight") and c.new.get("preflight"):
+        yield Change(
+            id="preflight",
+            cls="rolling",
+            what="preflight checks",
+            consequence="pods started from now on run the new checks; running pods passed the old ones",
+            upstream=(UPSTREAM["job-replace"],),
+            keys=c.keys("fabric.", "gpu."),
+        )
+
+
+def _cluster(c: Ctx) -> Iterator[Change]:
+    if c.old.get("cluster") != c.new.get("cluster"):
+        yield Change(
+            id="cluster",
+            cls="destructive",
+            what=f"cluster name {c.old.get('cluster')} -> {c.new.get('cluster')}",
+            consequence="every object's labels change; the stack now describes another cluster",
+            upstream=(UPSTREAM["job-replace"],),
+            keys=c.keys("cluster"),
+        )
+
+
+Rule = Callable[[Ctx], Iterator[Change]]
+# In the order a reviewer reads them: the cluster, the nodes, the network, the scheduler, storage, workloads.
+RULES: tuple[Rule, ...] = (
+    _cluster,
+    _sriov,
+    _sriov_pool,
+    _driver_mode,
+    _charts,
+    _nic_operands,
+    _ip_pools,
+    _attachments,
+    _namespaces,
+    _volcano,
+    _storage,
+    _runtimes,
+    _preflight,
+    _acceptance,
+    _jobs,
+)
+# Every facet a state has is read by some rule (tests/test_impact.py checks it on every committed stack).
+FACETS_READ = (
+    "cluster namespaces namespaceSecurity gpuDriver charts nicClusterPolicy ofedDriver ipPools sriovPolicies "
+    "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance"
+).split()
+
+
+@dataclass(frozen=True)
+class Impact:
+    changes: tuple[Change, ...] = ()
+    first: bool = False  # no previous state: a first deployment, nothing of this stack runs yet
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def worst(self) -> Class | None:
+        return max((c.cls for c in self.changes), key=CLASSES.index, default=None)
+
+
+def impact(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Impact:
+    """What going from state `old` (None: never deployed) to state `new` does to the running cluster."""
+    if not old:
+        return Impact(first=True)
+    old, new = canonical(old), canonical(new)
+    if old.get("schema") != SCHEMA:
+        return Impact(
+            notes=(f"the previous state has schema {old.get('schema')}, this fastpath {SCHEMA}: not compared",)
+        )
+    old_cfg, new_cfg = old.get("config") or {}, new.get("config") or {}
+    changed_keys = tuple(sorted(k for k in set(old_cfg) | set(new_cfg) if old_cfg.get(k) != new_cfg.get(k)))
+    ctx = Ctx(old["facets"], new["facets"], old.get("facts") or {}, new.get("facts") or {}, changed_keys)
+    return Impact(changes=tuple(ch for rule in RULES for ch in rule(ctx)))

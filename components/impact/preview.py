@@ -1,0 +1,55 @@
+"""The impact check the program runs before it registers any cluster resource: the new config's state against the
+state the stack exported on its last deployment (its own `state` output), reported as warnings, and a refusal for
+a disruptive or destructive change the stack file does not acknowledge.
+
+The previous state is read through a StackReference to this very stack (the engine serves the last deployment's
+outputs; under the mocks tools/render.py serves the committed render's `state.json`). A first deployment has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.impact import ack
+from components.impact.model import Impact, impact
+from components.impact.state import snapshot
+from components.model.stack import StackConfig
+
+STATE_OUTPUT = "state"
+# The organization a self-managed backend (and the mocks) report when there is none.
+DEFAULT_ORGANIZATION = "organization"
+
+
+def self_reference(stack: str, project: str = "fastpath", organization: str | None = None) -> str:
+    return f"{organization or DEFAULT_ORGANIZATION}/{project}/{stack}"
+
+
+def previous_state() -> dict[str, Any] | None:
+    """The `state` output of this stack's last deployment, or None (never deployed, or deployed by a fastpath
+    that did not export it)."""
+    from pulumi.runtime.sync_await import _sync_await
+
+    name = self_reference(pulumi.get_stack(), pulumi.get_project(), pulumi.get_organization())
+    ref = pulumi.StackReference("fastpath-last-deployment", stack_name=name)
+    # Synchronously, like the SDK's own invokes: the refusal must come before any cluster resource is registered.
+    details = _sync_await(ref.get_output_details(STATE_OUTPUT))
+    value = details.value if details.value is not None else details.secret_value
+    return value if isinstance(value, dict) else None
+
+
+def check(cfg: StackConfig, source: str) -> tuple[dict[str, Any], Impact]:
+    """The new state and its impact; raises pulumi.RunError for an unacknowledged disruptive change."""
+    new = snapshot(cfg.platform, cfg.jobs)
+    try:
+        old = previous_state()
+    except Exception as err:  # noqa: BLE001 - an unreadable previous state must not stop every update
+        pulumi.log.warn(f"impact: could not read this stack's last deployment ({err}); the change is not classified")
+        return new, Impact(notes=("previous state unreadable",))
+    imp = impact(old, new)
+    for line in ack.warnings(imp, cfg.acknowledge):
+        pulumi.log.warn(line)
+    if missing := ack.unacknowledged(imp, cfg.acknowledge):
+        raise pulumi.RunError(ack.refusal(source, missing))
+    return new, imp

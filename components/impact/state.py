@@ -1,0 +1,208 @@
+"""A stack's deployed state as the impact model compares it: what each upstream controller acts on, built by the
+same pure builders the components register, plus the facts a consequence is told in (nodes, running gangs).
+
+The state is plain JSON data. The program exports it as the stack output `state` on every deployment, and the
+offline renderer commits it as `rendered/<stack>/state.json`: `pulumi preview` compares the new config with the
+last deployment's, review with the committed render's (components/impact/model.py `impact`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components.fabric import wiring as fabric
+from components.jobs import acceptance
+from components.jobs.component import IN_PLACE, in_place_part, manifest
+from components.jobs.contract import drain_outcome
+from components.jobs.operator_v1 import rendezvous
+from components.jobs.resolve import resolve
+from components.model.config import PlatformConfig
+from components.model.job import JobSpec
+from components.model.profile import profile as make_profile
+from components.platform import (
+    checkpoints,
+    component,
+    gpu_operator,
+    network_operator,
+    networks,
+    sriov,
+    trainer,
+    training_operator,
+    volcano,
+)
+
+# Bumped when the shape of the state changes: an older state is then compared as "unknown" (no impact claimed).
+SCHEMA = 1
+
+
+def digest(value: Any) -> str:
+    """A short, stable fingerprint of a JSON value (key order does not matter)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _by_name(objs: list[dict], fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Objects keyed by `<namespace>/<name>`: the spec fields named (all of `spec` when None)."""
+    out = {}
+    for o in objs:
+        meta = o["metadata"]
+        key = f"{meta.get('namespace', '')}/{meta['name']}".lstrip("/")
+        spec = o.get("spec", {})
+        out[key] = {f: spec.get(f) for f in fields} if fields is not None else digest(spec)
+    return out
+
+
+def _network_facets(p: PlatformConfig) -> dict[str, Any]:
+    f = p.fabric
+    out: dict[str, Any] = {}
+    if not p.network_operator_enabled:
+        return out
+    ncp = network_operator.nic_cluster_policy(p)["spec"]
+    # Per operand: each is its own DaemonSet, restarted on its own when its part of the spec changes.
+    out["nicClusterPolicy"] = {operand: digest(spec) for operand, spec in sorted(ncp.items())}
+    out["ofedDriver"] = (ncp.get("ofedDriver") or {}).get("version")
+    out["ipPools"] = _by_name(network_operator.ip_pools(p), ("subnet", "perNodeBlockSize"))
+    if f.attachment_row is not None and f.attachment_row.sriov_operator:
+        out["sriovPolicies"] = _by_name(
+            sriov.node_policies(p), ("numVfs", "nicSelector", "linkType", "isRdma", "deviceType", "mtu")
+        )
+        pool = sriov.pool_config(p)["spec"]
+        out["sriovPool"] = {"rdmaMode": pool.get("rdmaMode"), "maxUnavailable": pool.get("maxUnavailable")}
+        out["attachments"] = _by_name(sriov.networks(p))
+    elif f.secondary_network:
+        out["attachments"] = _by_name(networks.attachments(p))
+    return out
+
+
+def _charts(p: PlatformConfig) -> dict[str, Any]:
+    """Each Helm release (and the Training Operator's overlay): version and values fingerprint."""
+    c = p.components
+    out: dict[str, Any] = {}
+    if c.gpu_operator:
+        out["gpu-operator"] = {"version": p.versions.gpu_operator, "values": digest(gpu_operator.values(p))}
+    if p.network_operator_enabled:
+        out["network-operator"] = {"version": p.versions.network_operator, "values": digest(network_operator.values(p))}
+    if c.volcano:
+        out["volcano"] = {"version": p.versions.volcano, "values": digest(volcano.values(p))}
+    if c.checkpoint_storage and p.checkpoints is not None and p.checkpoints.nfs is not None:
+        out["csi-driver-nfs"] = {"version": p.versions.csi_driver_nfs, "values": digest(checkpoints.values(p))}
+    if p.training_operator_enabled:
+        out["training-operator"] = {
+            "version": p.versions.training_operator,
+            "values": digest(training_operator.kustomization(p)),
+        }
+    if make_profile(p).trainer is not None:
+        out["trainer"] = {"version": p.versions.trainer, "values": digest(trainer.values(p))}
+    return out
+
+
+def _jobs(p: PlatformConfig, jobs: list[JobSpec]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(digest of each job's object, what a reviewer is told of each running gang)."""
+    prof = make_profile(p)
+    objs, gangs = {}, {}
+    for spec in jobs:
+        r = resolve(spec, prof)
+        key = f"{r.namespace}/{spec.name}"
+        obj = manifest(r)
+        rest = {k: v for k, v in obj["spec"].items() if k != "runPolicy"}
+        run_policy = {k: v for k, v in (obj["spec"].get("runPolicy") or {}).items() if f"runPolicy.{k}" not in IN_PLACE}
+        # What a change replaces the job for, and what is patched in place (components/jobs/component.py).
+        objs[key] = {"replace": digest([obj["metadata"], rest, run_policy]), "inPlace": digest(in_place_part(obj))}
+        if spec.framework == "pytorch" and r.api == "v1":
+            # Its rendezvous store: a Recreate Deployment, so any change restarts it under the running job.
+            store = rendezvous(r)
+            objs[key]["store"] = digest([o.get("spec") for o in store])
+        carries_on, outcome = drain_outcome(r)
+        gangs[key] = {
+            "name": spec.name,
+            "nodes": r.replicas,
+            "queue": r.queue,
+            "carriesOn": carries_on,
+            "onDrain": outcome,
+        }
+    return objs, gangs
+
+
+def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
+    """The state of a stack: `facets` (what the controllers act on), `facts` (what consequences are told in) and
+    `config` (the stack's own keys, to name what changed)."""
+    c = p.components
+    facets: dict[str, Any] = {
+        "cluster": p.cluster,
+        "namespaces": sorted(p.training_namespaces),
+        "namespaceSecurity": {
+            o["metadata"]["name"]: o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
+            for o in component.training_namespaces(p)
+        },
+        "gpuDriver": {"managed": c.gpu_operator and not p.gpu.driver_preinstalled},
+        "charts": _charts(p),
+        **_network_facets(p),
+        # The script, not how many namespaces carry it.
+        "preflight": digest(
+            sorted({json.dumps(cm["data"], sort_keys=True) for cm in component.preflight_configmaps(p)})
+        ),
+    }
+    if c.volcano:
+        facets["volcanoConf"] = digest(volcano.scheduler_conf())
+        facets["queues"] = {
+            q.name: {"weight": q.weight, "gpus": q.gpus, "reclaimable": q.reclaimable} for q in p.scheduler.queues
+        }
+    if c.checkpoint_storage:
+        sc = checkpoints.storage_class(p)
+        facets["storageClass"] = digest(sc) if sc is not None else None
+        facets["claims"] = {
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}": {
+                "size": o["spec"]["resources"]["requests"]["storage"],
+                "storageClassName": o["spec"].get("storageClassName"),
+            }
+            for o in checkpoints.claims(p)
+        }
+    prof = make_profile(p)
+    if prof.trainer is not None:
+        facets["runtimes"] = _by_name(trainer.runtimes(prof))
+    facets["jobs"], gangs = _jobs(p, jobs)
+    if p.acceptance.enabled:
+        job, _ = acceptance.plan(p.acceptance, prof)
+        facets["acceptance"] = digest(job)
+    gpu_nodes = p.nodes.count
+    facts = {
+        "gpuNodes": gpu_nodes,
+        "sriovMaxUnavailable": p.fabric.sriov_max_unavailable,
+        "gangs": gangs,
+        "acceptanceNodes": max(acceptance.node_counts(p.acceptance, gpu_nodes)) if p.acceptance.enabled else 0,
+        "rdma": fabric.is_rdma(p.fabric),
+        "driverUpgradesAtOnce": gpu_operator.DRIVER_UPGRADES_AT_ONCE,
+    }
+    config = flatten(p.to_config())
+    for spec in jobs:
+        config.update(flatten(spec.to_config(), f"jobs[{spec.name}]"))
+    return canonical({"schema": SCHEMA, "facets": facets, "facts": facts, "config": config})
+
+
+def canonical(value: Any) -> Any:
+    """The state as it reads back from a stack output: no null values (the engine drops them), whole numbers as
+    integers (the Python SDK hands numbers back as floats)."""
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf key paths of a config value (`fabric.rails[0].hca`), for naming what changed."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}

@@ -1,0 +1,312 @@
+"""Day 2: what a stack edit does to a cluster that is already running week-long jobs (components/impact).
+
+Each row is a realistic edit of a committed stack; the impact model must give the change ids and classes the
+upstream controllers at the pinned tags imply (the reference of each rule is `UPSTREAM[...]` in
+components/impact/model.py, restated in the row's `why`). The previous state is the committed stack as it renders;
+the model is a pure function of the two states, so no mocks are needed here. The program's refusal and
+SUMMARY.md's section are tested at the end through the mocks, as `pulumi preview` runs it."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from components.impact import ack
+from components.impact.model import CLASSES, UPSTREAM, impact
+from components.impact.state import canonical, snapshot
+from components.model import stack
+from tests.conftest import ROOT
+from tests.helpers import DROP, changed
+from tools import render
+
+
+def stack_raw(name: str) -> dict:
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())
+    return {k.split(":", 1)[1]: v for k, v in doc["config"].items() if k.startswith("fastpath:")}
+
+
+def state_of(raw: dict) -> dict:
+    cfg = stack.parse(raw, "test")
+    return snapshot(cfg.platform, cfg.jobs)
+
+
+def edited(name: str, platform: dict | None = None, jobs=None) -> dict:
+    raw = copy.deepcopy(stack_raw(name))
+    changed(raw["platform"], platform or {})
+    if jobs is not None:
+        raw["jobs"] = jobs(raw.get("jobs") or [])
+    return raw
+
+
+def job_edit(index: int, **fields):
+    def edit(jobs: list) -> list:
+        jobs[index] = {**jobs[index], **fields}
+        return jobs
+
+    return edit
+
+
+def rail(i: int) -> dict:
+    return {"hca": f"mlx5_{12 + i}", "interface": f"ibp{230 + i}s0", "subnet": f"10.100.{128 + 16 * i}.0/20", "speedGbps": 400}
+
+
+# (id, stack, platform changes, job edit, {change id: class} that must be there, the worst class,
+#  a phrase of the consequence a reviewer must read, the UPSTREAM rules the row rests on)
+EDITS = [
+    (
+        "vfs-per-pf",
+        "prod-ib",
+        {"fabric.vfsPerPf": 4},
+        None,
+        {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"},
+        "destructive",
+        "reboots 32 GPU nodes, 4 at a time",
+        ["sriov-reboot", "sriov-pace", "ipam"],
+    ),
+    (
+        "rail-added",
+        "prod-ib",
+        {"fabric.rails": lambda r: [*r, rail(0)]},
+        None,
+        {"fabric.sriov": "disruptive", "network.ip-pools-added": "no-op", "jobs.training/llama-pretrain": "disruptive"},
+        "disruptive",
+        "rewrites the ConnectX firmware",
+        ["sriov-reboot", "job-replace"],
+    ),
+    ("rail-removed", "prod-ib", {"fabric.rails": lambda r: r[:-1]}, None, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"}, "destructive", "drains", ["sriov-drain", "ipam"]),
+    ("mtu-raised", "prod-ib", {"fabric.mtu": 4092}, None, {"fabric.sriov": "disruptive"}, "disruptive", "drains 32 GPU nodes", ["sriov-drain"]),
+    ("drain-pace", "prod-ib", {"fabric.sriovMaxUnavailable": 8}, None, {"fabric.sriov-pace": "no-op"}, "no-op", "drains nothing", ["sriov-pace"]),
+    ("rail-subnet", "prod-ib", {"fabric.rails": lambda r: [{**r[0], "subnet": "10.101.0.0/20"}, *r[1:]]}, None, {"network.ip-pools": "destructive"}, "destructive", "duplicate addresses", ["ipam"]),
+    (
+        "queue-weight",
+        "prod-ib",
+        {"scheduler.queues": lambda q: [{**q[0], "weight": 1}, *q[1:]]},
+        None,
+        {"scheduler.queues": "disruptive"},
+        "disruptive",
+        "takes whole running gangs",
+        ["volcano-reclaim"],
+    ),
+    ("queue-added", "prod-ib", {"scheduler.queues": lambda q: [*q, {"name": "burst", "weight": 2}]}, None, {"scheduler.queues": "disruptive"}, "disruptive", "burst added", ["volcano-reclaim"]),
+    ("queue-cap", "prod-ib", {"scheduler.queues": lambda q: [q[0], q[1], {**q[2], "gpus": 16}]}, None, {"scheduler.capability": "no-op"}, "no-op", "keep running", ["volcano-capability"]),
+    (
+        "queue-not-reclaimable",
+        "prod-ib",
+        {"scheduler.queues": lambda q: [{**q[0], "reclaimable": False}, *q[1:]]},
+        None,
+        {"scheduler.queues": "disruptive"},
+        "disruptive",
+        "reclaimable True -> False",
+        ["volcano-reclaim"],
+    ),
+    ("job-image", "prod-ib", None, job_edit(0, image="nvcr.io/nvidia/pytorch:25.11-py3"), {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "16-node gang is killed", ["job-replace"]),
+    ("job-removed", "prod-ib", None, lambda j: j[1:], {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "is deleted", ["job-replace"]),
+    ("job-added", "prod-ib", None, lambda j: [*j, {**j[1], "name": "resnet-2"}], {"jobs.training/resnet-2": "no-op"}, "no-op", "queues for 4 nodes", ["job-replace"]),
+    (
+        "nccl-override",
+        "prod-ib",
+        {"fabric.ncclOverrides": {"NCCL_IB_QPS_PER_CONNECTION": "4"}},
+        None,
+        {"jobs.training/llama-pretrain": "disruptive", "jobs.training/resnet-horovod": "disruptive"},
+        "disruptive",
+        "killed",
+        ["job-replace"],
+    ),
+    ("namespace-added", "prod-ib", {"trainingNamespaces": ["training", "eval"]}, None, {"namespaces.added": "no-op"}, "no-op", "nothing running changes", ["namespace-delete"]),
+    ("namespace-removed", "prod-roce", {"trainingNamespaces": ["research"]}, None, {"namespaces.removed": "destructive"}, "destructive", "deletes every object in it", ["namespace-delete"]),
+    (
+        "shared-rail-interface",
+        "prod-roce",
+        {"fabric.rails": lambda r: [{**r[0], "interface": "ens3f0np0"}, r[1]]},
+        None,
+        {"network.operands": "rolling", "network.attachments": "rolling"},
+        "rolling",
+        "running pods keep their devices",
+        ["nic-operands"],
+    ),
+    (
+        "gpu-operator-bump-managed",
+        "prod-roce",
+        {"versions.gpuOperator": "v26.10.0"},
+        None,
+        {"charts.gpu-operator": "disruptive"},
+        "disruptive",
+        "waits for the training pods on it to finish",
+        ["gpu-driver"],
+    ),
+    ("gpu-operator-bump-preinstalled", "prod-ib", {"versions.gpuOperator": "v26.10.0"}, None, {"charts.gpu-operator": "rolling"}, "rolling", "restart with the new release", ["helm-upgrade"]),
+    ("volcano-bump", "prod-ib", {"versions.volcano": "1.15.2"}, None, {"charts.volcano": "rolling"}, "rolling", "1.15.1 -> 1.15.2", ["helm-upgrade"]),
+    ("driver-preinstalled", "prod-roce", {"gpu.driverPreinstalled": True}, None, {"gpu.driver": "disruptive"}, "disruptive", "under running pods", ["gpu-driver"]),
+    ("checkpoint-size", "prod-ib", {"checkpoints.size": "300Ti"}, None, {"checkpoints.size": "rolling"}, "rolling", "200Ti -> 300Ti", ["pvc-immutable"]),
+    ("checkpoint-class", "prod-roce", {"checkpoints.storageClass": "ceph-rbd"}, None, {"checkpoints.claims": "destructive"}, "destructive", "cannot change in place", ["pvc-immutable"]),
+    ("acceptance-scaling", "prod-ib", {"acceptance.scaling": [1, 2]}, None, {"acceptance": "rolling"}, "rolling", "runs again", ["job-replace"]),
+    ("trainer-image", "prod-v2", {"trainer.image": "nvcr.io/nvidia/pytorch:25.11-py3"}, None, {"trainer.runtimes": "rolling"}, "rolling", "keep the JobSet made from the old runtime", ["job-replace"]),
+    ("monitoring-off", "prod-ib", {"monitoring.enabled": False, "monitoring.serviceMonitorLabels": DROP}, None, {"charts.gpu-operator": "rolling"}, "rolling", "values changed", ["helm-upgrade"]),
+    ("cluster-renamed", "dev", {"cluster": "dev2"}, None, {"cluster": "destructive"}, "destructive", "another cluster", ["job-replace"]),
+    (
+        "tcp-queue-weight",
+        "dev",
+        {"scheduler.queues": [{"name": "training", "weight": 2, "gpus": 8}]},
+        None,
+        {"scheduler.queues": "disruptive"},
+        "disruptive",
+        "example-train (2 nodes)",
+        ["volcano-reclaim"],
+    ),
+    ("gpu-only-cluster", "prod-ib", {"nodes.cpuNodes": False}, None, {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "loses the store", ["store-recreate"]),
+    (
+        "sriov-to-shared",
+        "prod-ib",
+        {"fabric.attachment": "shared", "fabric.vfsPerPf": DROP, "fabric.sriovMaxUnavailable": DROP},
+        None,
+        {"fabric.sriov": "disruptive", "jobs.training/llama-pretrain": "disruptive"},
+        "disruptive",
+        "drains",
+        ["sriov-drain", "job-replace"],
+    ),
+]
+
+
+def _apply_callables(platform_changes: dict | None, raw_platform: dict) -> dict:
+    """Changes whose value is a function of the current value (a rail list, a queue list) resolved."""
+    out = {}
+    for key, value in (platform_changes or {}).items():
+        if callable(value):
+            cur = raw_platform
+            for part in key.split("."):
+                cur = cur[part]
+            value = value(copy.deepcopy(cur))
+        out[key] = value
+    return out
+
+
+@pytest.mark.parametrize(("row", "name", "platform", "jobs", "expect", "worst", "phrase", "rules"), EDITS, ids=[e[0] for e in EDITS])
+def test_each_edit_gets_its_class_and_consequence(row, name, platform, jobs, expect, worst, phrase, rules):
+    old = state_of(stack_raw(name))
+    raw = edited(name, _apply_callables(platform, stack_raw(name)["platform"]), jobs)
+    imp = impact(old, state_of(raw))
+    got = {c.id: c.cls for c in imp.changes}
+    assert {k: got.get(k) for k in expect} == expect, [(c.id, c.cls, c.what) for c in imp.changes]
+    assert imp.worst == worst
+    text = " ".join(f"{c.what} {c.consequence}" for c in imp.changes)
+    assert phrase in text, text
+    cited = {u for c in imp.changes for u in c.upstream}
+    assert {UPSTREAM[r] for r in rules} <= cited
+
+
+# Facets no stack key moves (fastpath's own code or chart values do): (id, facet path, new value, change, class, rule).
+CODE_CHANGES = [
+    ("rdma-mode", ("sriovPool", "rdmaMode"), "shared", "fabric.rdma-mode", "disruptive", "sriov-rdma-mode"),
+    ("volcano-conf", ("volcanoConf",), "0" * 16, "scheduler.conf", "disruptive", "volcano-conf"),
+    ("doca-driver", ("ofedDriver",), "doca3.5.0-26.07-1.0.0.0-1", "network.doca-driver", "disruptive", "doca-driver"),
+    ("pod-security", ("namespaceSecurity", "training"), "baseline", "namespaces.security", "rolling", "pod-security"),
+]
+
+
+@pytest.mark.parametrize(("row", "path", "value", "change", "cls", "rule"), CODE_CHANGES, ids=[c[0] for c in CODE_CHANGES])
+def test_changes_fastpath_itself_makes_are_classified_too(row, path, value, change, cls, rule):
+    old = state_of(stack_raw("prod-ib"))
+    new = copy.deepcopy(old)
+    target = new["facets"]
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    (got,) = impact(old, new).changes
+    assert (got.id, got.cls, got.keys) == (change, cls, ())
+    assert UPSTREAM[rule] in got.upstream
+
+
+def test_the_edits_cover_every_upstream_rule_and_class():
+    assert {r for e in EDITS for r in e[7]} | {c[5] for c in CODE_CHANGES} == set(UPSTREAM)
+    assert {cls for e in EDITS for cls in e[4].values()} == set(CLASSES)
+    assert len(EDITS) >= 25
+
+
+@pytest.mark.parametrize("name", render.stack_names())
+def test_an_unchanged_stack_has_an_empty_impact(name):
+    state = state_of(stack_raw(name))
+    assert impact(state, state_of(stack_raw(name))).changes == ()
+    # As the engine hands the previous state back: numbers as floats, nulls dropped.
+    round_trip = json.loads(json.dumps(state), parse_int=float)
+    assert impact(round_trip, state).changes == ()
+
+
+@pytest.mark.parametrize("name", render.stack_names())
+def test_the_committed_render_records_the_state_the_stack_has(name):
+    """rendered/<stack>/state.json is what `pulumi preview` compares with under the mocks: it must be current."""
+    committed = json.loads((ROOT / "rendered" / name / "state.json").read_text())
+    assert canonical(committed) == state_of(stack_raw(name))
+
+
+def test_a_drain_names_every_running_gang_and_what_it_does():
+    """What the reviewer reads of the gangs: the v1 PyTorchJob fails unless it rejoins in time, the MPIJob fails
+    (kubeflow/trainer@v1.9.4: a lost MPI worker fails the job), each resubmitted from its checkpoint dir."""
+    old = state_of(stack_raw("prod-ib"))
+    imp = impact(old, state_of(edited("prod-ib", {"fabric.vfsPerPf": 4})))
+    (sriov,) = [c for c in imp.changes if c.id == "fabric.sriov"]
+    assert "llama-pretrain (16 nodes) fails unless the evicted pod is rescheduled and rejoins within 900s" in sriov.consequence
+    assert "resnet-horovod (4 nodes) fails (a lost worker fails the job)" in sriov.consequence
+    assert sriov.keys == ("fabric.vfsPerPf",)
+
+
+def test_v2_gangs_come_back_by_themselves():
+    """A TrainJob's gang restarts whole when a pod is evicted, without spending its restart budget (JobSet
+    BlockingRecreate: components/jobs/contract.py v2_fault_summary)."""
+    name = "prod-v2"
+    old = state_of(stack_raw(name))
+    weights = _apply_callables({"scheduler.queues": lambda q: [{**q[0], "weight": 1}, q[1]]}, stack_raw(name)["platform"])
+    (queues,) = [c for c in impact(old, state_of(edited(name, weights))).changes if c.id == "scheduler.queues"]
+    assert "restarts the whole gang, resuming from /checkpoints (a drain does not spend its restart budget)" in queues.consequence
+
+
+def test_a_first_deployment_and_an_older_schema_claim_nothing():
+    new = state_of(stack_raw("prod-ib"))
+    assert impact(None, new).first and impact(None, new).changes == ()
+    assert impact({**new, "schema": 0}, new).notes
+
+
+# ------------------------------------------------------------------------------------------- acknowledgment
+
+
+def test_an_acknowledgment_covers_its_class_and_no_worse():
+    old = state_of(stack_raw("prod-ib"))
+    imp = impact(old, state_of(edited("prod-ib", {"fabric.vfsPerPf": 4})))
+    assert {c.id for c in ack.unacknowledged(imp, {})} == {"fabric.sriov", "network.ip-pools"}
+    assert {c.id for c in ack.unacknowledged(imp, {"fabric.sriov": "disruptive", "network.ip-pools": "disruptive"})} == {"network.ip-pools"}
+    assert ack.unacknowledged(imp, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"}) == []
+    assert ack.stale(imp, {"fabric.sriov": "disruptive", "jobs.training/x": "disruptive"}) == ["jobs.training/x"]
+
+
+def _preview(name: str, platform: dict, acks: dict | None = None):
+    """`pulumi preview` under the mocks: the stack's last deployment is its committed render."""
+    raw = edited(name, platform)
+    extra = {"fastpath:platform": raw["platform"]}
+    if acks:
+        extra["fastpath:acknowledge"] = acks
+    old = render.committed_state(render.RENDERED / name)
+    return render.run_program(name, extra_config=extra, references={"organization/fastpath/" + name: {"state": old}})
+
+
+def test_preview_refuses_an_unacknowledged_reboot_naming_file_key_consequence_and_the_fix():
+    with pytest.raises(render.RenderError) as exc:
+        _preview("prod-ib", {"fabric.vfsPerPf": 4})
+    msg = str(exc.value)
+    assert msg.startswith("stacks/Pulumi.prod-ib.yaml: 2 change(s) would disrupt the running cluster")
+    assert "fastpath:platform.fabric.vfsPerPf" in msg
+    assert "reboots 32 GPU nodes, 4 at a time" in msg and "llama-pretrain (16 nodes)" in msg
+    assert "fastpath:acknowledge:\n    fabric.sriov: disruptive\n    network.ip-pools: destructive" in msg
+    assert exc.value.registered == 0  # refused before any resource
+
+
+def test_preview_with_the_acknowledgment_passes_and_exports_the_new_state():
+    run = _preview("prod-ib", {"fabric.vfsPerPf": 4}, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"})
+    state = canonical(run.outputs["state"])
+    assert state["facets"]["sriovPolicies"]["nvidia-network-operator/rail0"]["numVfs"] == 4
+
+
+def test_an_acknowledgment_that_is_not_a_class_is_refused():
+    with pytest.raises(render.RenderError, match=r"fastpath:acknowledge: must map a change id"):
+        _preview("prod-ib", {}, {"fabric.sriov": "yes"})
