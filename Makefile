@@ -3,7 +3,7 @@ PY := .venv/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup setup-test render render-all test test-fast lint format typecheck docs bench fuzz upstream
+.PHONY: setup setup-test render diff render-all test test-fast lint format typecheck docs bench fuzz upstream
 
 # Two stamps: rendering needs only requirements.txt; tests add requirements-test.txt (PyTorch among them, for the
 # restart test). Each reinstalls when a file it depends on changes (exact pins: unchanged ones are no-ops). Each
@@ -25,6 +25,10 @@ setup-test: .venv/.test
 
 render: setup
 	$(PY) -m tools.render --stack $(STACK)
+
+# What a stack edit does to the running cluster: the committed render (OLD) against the stack file (NEW).
+diff: setup
+	$(PY) -m tools.impact $(or $(OLD),rendered/$(STACK)) $(or $(NEW),stacks/Pulumi.$(STACK).yaml)
 
 render-all: setup
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s >/dev/null && echo "rendered/$$s"; done

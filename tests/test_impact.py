@@ -63,7 +63,7 @@ EDITS = [
         None,
         {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"},
         "destructive",
-        "reboots 32 GPU nodes, 4 at a time",
+        "reboots each GPU node: 32 GPU nodes, 4 at a time",
         ["sriov-reboot", "sriov-pace", "ipam"],
     ),
     (
@@ -77,7 +77,16 @@ EDITS = [
         ["sriov-reboot", "job-replace"],
     ),
     ("rail-removed", "prod-ib", {"fabric.rails": lambda r: r[:-1]}, None, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"}, "destructive", "drains", ["sriov-drain", "ipam"]),
-    ("mtu-raised", "prod-ib", {"fabric.mtu": 4092}, None, {"fabric.sriov": "disruptive"}, "disruptive", "drains 32 GPU nodes", ["sriov-drain"]),
+    (
+        "mtu-raised",
+        "prod-ib",
+        {"fabric.mtu": 4092},
+        None,
+        {"fabric.sriov": "disruptive"},
+        "disruptive",
+        "drains (evicting every pod that requests an nvidia.com/ resource, GPUs included) each GPU node: 32 GPU nodes",
+        ["sriov-drain"],
+    ),
     ("drain-pace", "prod-ib", {"fabric.sriovMaxUnavailable": 8}, None, {"fabric.sriov-pace": "no-op"}, "no-op", "drains nothing", ["sriov-pace"]),
     ("rail-subnet", "prod-ib", {"fabric.rails": lambda r: [{**r[0], "subnet": "10.101.0.0/20"}, *r[1:]]}, None, {"network.ip-pools": "destructive"}, "destructive", "duplicate addresses", ["ipam"]),
     (
@@ -296,7 +305,7 @@ def test_preview_refuses_an_unacknowledged_reboot_naming_file_key_consequence_an
     msg = str(exc.value)
     assert msg.startswith("stacks/Pulumi.prod-ib.yaml: 2 change(s) would disrupt the running cluster")
     assert "fastpath:platform.fabric.vfsPerPf" in msg
-    assert "reboots 32 GPU nodes, 4 at a time" in msg and "llama-pretrain (16 nodes)" in msg
+    assert "reboots each GPU node: 32 GPU nodes, 4 at a time" in msg and "llama-pretrain (16 nodes)" in msg
     assert "fastpath:acknowledge:\n    fabric.sriov: disruptive\n    network.ip-pools: destructive" in msg
     assert exc.value.registered == 0  # refused before any resource
 
@@ -310,3 +319,26 @@ def test_preview_with_the_acknowledgment_passes_and_exports_the_new_state():
 def test_an_acknowledgment_that_is_not_a_class_is_refused():
     with pytest.raises(render.RenderError, match=r"fastpath:acknowledge: must map a change id"):
         _preview("prod-ib", {}, {"fabric.sriov": "yes"})
+
+
+def test_make_diff_compares_a_render_with_a_stack_file(tmp_path, capsys):
+    from tools import impact as tool
+
+    edited_file = tmp_path / "Pulumi.prod-ib.yaml"
+    edited_file.write_text((ROOT / "stacks" / "Pulumi.prod-ib.yaml").read_text().replace("vfsPerPf: 8", "vfsPerPf: 4"))
+    assert tool.main([str(ROOT / "rendered" / "prod-ib"), str(edited_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("worst: destructive") and "fastpath:acknowledge:\n    fabric.sriov: disruptive" in out
+    assert tool.main([str(ROOT / "rendered" / "prod-ib"), str(ROOT / "stacks" / "Pulumi.prod-ib.yaml"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == []
+
+
+@pytest.mark.parametrize(("content", "message"), [(None, "no such file"), ("config: [1]", "not a stack file"), ("config:\n  fastpath:platform: {}", "fastpath:platform")])
+def test_make_diff_names_an_input_it_cannot_read(tmp_path, capsys, content, message):
+    from tools import impact as tool
+
+    path = tmp_path / "Pulumi.x.yaml"
+    if content is not None:
+        path.write_text(content)
+    assert tool.main([str(ROOT / "rendered" / "dev"), str(path)]) == 2
+    assert message in capsys.readouterr().err

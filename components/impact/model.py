@@ -184,7 +184,6 @@ def _sriov(c: Ctx) -> Iterator[Change]:
     n = c.nodes
     pace = at_a_time(c.new_facts.get("sriovMaxUnavailable"), n)
     rounds = math.ceil(n / pace) if n else 0
-    verb = "reboots" if firmware else "drains"
     why = (
         "rewrites the ConnectX firmware (SR-IOV, VF count, link type) and reboots"
         if firmware
@@ -196,7 +195,7 @@ def _sriov(c: Ctx) -> Iterator[Change]:
         cls="disruptive",
         what=f"SR-IOV node policies: {', '.join(parts)} ({_names(added + removed + changed)})",
         consequence=(
-            f"the SR-IOV operator {why} every GPU node: {verb} {n} GPU nodes, {pace} at a time ({rounds} rounds; "
+            f"the SR-IOV operator {why} each GPU node: {n} GPU nodes, {pace} at a time ({rounds} rounds; "
             f"each node is without VFs from its drain until it is back); the drain knows nothing of gangs, so "
             f"{gangs_text(c.gangs())}"
         ),

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from policies.engine import MANDATORY, Context, Finding, rule
+from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
 from policies.pods import containers, dict_or_empty, int_or_none
 from policies.podspecs import REPLICA_SPECS, PodTemplate
 from policies.shell import argv
@@ -252,4 +252,32 @@ def init_fail_fast(ctx: Context) -> Iterator[Finding]:
             f"{', '.join(repr(n) for n in inits)}: {why}, while {held}; set the replica's "
             "restartPolicy: Never (a failed check fails the pod and the job, and cleanPodPolicy frees "
             "the nodes) or run the check at the start of the main container's command"
+        )
+
+
+@rule(
+    "job-ttl-reruns",
+    "A finished Kubeflow job is not deleted under a Pulumi stack",
+    level=ADVISORY,
+    description="A Training Operator v1 job with runPolicy.ttlSecondsAfterFinished is deleted by the operator that "
+    "long after it ends. In a Pulumi stack that still declares it, `pulumi refresh` then forgets it and the next "
+    "`pulumi up` creates it again: the run starts over, days later, taking its GPUs. Keep the finished job "
+    "(cleanPodPolicy frees its pods) and remove it from the program to delete it.",
+    remediation="remove runPolicy.ttlSecondsAfterFinished; delete the job by removing it from the stack",
+    kinds=KUBEFLOW_V1,
+    pods=False,
+)
+def job_ttl_reruns(ctx: Context) -> Iterator[Finding]:
+    """kubeflow/trainer@v1.9.4:pkg/controller.v1/common/job.go CleanupJob deletes the job ttlSecondsAfterFinished
+    after its completionTime (no default: unset keeps it). A resource deleted outside Pulumi is dropped from the
+    state by `pulumi refresh` and created again by the next `pulumi up`."""
+    obj = ctx.obj
+    if not is_kubeflow_v1(obj):
+        return
+    ttl = dict_or_empty(dict_or_empty(obj.get("spec")).get("runPolicy")).get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        yield Finding(
+            f"runPolicy.ttlSecondsAfterFinished {ttl}: the operator deletes the job {ttl}s after it ends, and "
+            "under Pulumi a refresh then an up submits it again (a second run, days later); remove it and delete "
+            "the job by removing it from the stack"
         )
