@@ -8,7 +8,7 @@ from components.jobs.checks import api_of
 from components.jobs.component import TrainingJob, TrainingJobArgs
 from components.model import config, stack
 from components.platform import training_operator
-from components.platform.component import Platform, PlatformArgs
+from components.platform.component import Platform, PlatformArgs, left_on_destroy
 
 try:
     # Everything is validated before the first resource is registered: a bad stack file registers nothing.
@@ -57,4 +57,5 @@ if cfg.platform.acceptance.enabled:
     pulumi.export("acceptance", acceptance.runs)
 pulumi.export("profile", platform.profile.to_data())
 pulumi.export(preview.STATE_OUTPUT, state)
+pulumi.export("leftOnDestroy", left_on_destroy(cfg.platform))
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

@@ -123,6 +123,10 @@ def operator_install(
 
 
 # The GPU product label GPU Feature Discovery writes on every GPU node; training pods select on it.
+# What node-feature-discovery sets on a node with an NVIDIA PCI device (the GPU Operator's NFD config whitelists PCI
+# classes 0300/0302 with the vendor field: gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml
+# node-feature-discovery.config). It is there before the driver; GPU_PRODUCT_LABEL comes with GPU feature discovery.
+NFD_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_GPU_TAINT = "nvidia.com/gpu"  # the GPU Operator's and the Network Operator's built-in toleration
 

@@ -37,7 +37,6 @@ MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-9
 
 # Images the NicClusterPolicy deploys (network-operator v26.4.1 example CRs).
 MELLANOX_REPOSITORY = "nvcr.io/nvidia/mellanox"
-NETWORK_OPERATOR_COMPONENT_TAG = "network-operator-v26.4.1"
 DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"
 
 # Fabric acceptance: NGC's PyTorch containers ship nccl-tests built with MPI (all_reduce_perf_mpi in
@@ -51,7 +50,6 @@ NCCL_TESTS_ALL_REDUCE = "all_reduce_perf_mpi"
 # chart bump cannot move it unseen.
 TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINER_VERSION = "2.3.0"
-TRAINER_CONTROLLER_TAG = "v2.3.0"
 # The in-repo JobSet chart names a staging image pulled Always (kubernetes-sigs/jobset@v0.12.0:charts/jobset/
 # values.yaml); the published chart is rewritten to this (hack/helm-chart-package.sh), which the subchart values
 # pin so the install does not depend on that rewrite.
@@ -60,3 +58,31 @@ JOBSET_IMAGE_TAG = "v0.12.0"
 # Default image of the torch and plain runtimes' `node` container and of their preflight init container (a
 # TrainJob's image replaces the first, never the second: the preflight needs only a shell).
 TRAINER_NODE_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
+
+# ------------------------------------------------------------------------------------------- pairings
+# Images that must move with a chart or ref (`versions.*` in a stack file): the tag that follows the version by the
+# publisher's own naming, or a table of the pairs read upstream. A version the table does not know is refused
+# (components/model/config.py) rather than installed beside images of another release.
+
+
+def network_operator_component_tag(chart_version: str) -> str:
+    """The NicClusterPolicy operands' tag for a network-operator chart version (Mellanox/network-operator@v26.4.1:
+    hack/release.yaml tags every component image `network-operator-v<version>`)."""
+    return f"network-operator-v{chart_version}"
+
+
+# network-operator chart version -> the DOCA driver its release notes and example CRs pair with it
+# (Mellanox/network-operator@v26.4.1:hack/release.yaml `ofedDriver`).
+DOCA_DRIVER_VERSIONS = {NETWORK_OPERATOR_VERSION: DOCA_DRIVER_VERSION}
+
+
+def trainer_controller_tag(chart_version: str) -> str:
+    """kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/templates/_helpers.tpl: the controller image defaults to
+    `v<chart version>`; pinned to that so a chart bump moves it."""
+    return f"v{chart_version}"
+
+
+# kubeflow-trainer chart version -> the JobSet image its chart dependency ships (Chart.yaml `jobset` dependency).
+JOBSET_FOR_TRAINER = {TRAINER_VERSION: JOBSET_IMAGE_TAG}
+# Training Operator overlay ref -> the kubectl-delivery image published with its operator image.
+KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR = {TRAINING_OPERATOR_REF: MPI_KUBECTL_DELIVERY_IMAGE}

@@ -135,3 +135,48 @@ def test_only_what_the_operator_reads_at_the_end_is_patched_in_place(rendered):
                 for k, v in obj["spec"].items():
                     paths = [f"{k}.{i}" for i in v] if k == "runPolicy" else [k]
                     assert all(f"spec.{p}" in V1_REPLACE or p in IN_PLACE for p in paths), (name, paths)
+
+
+@pytest.mark.parametrize(
+    ("stack_name", "changes", "refusal"),
+    [
+        ("prod-roce", {"versions.networkOperator": "26.7.0", "gpu.hostMofed": False}, "versions.networkOperator 26.7.0: the DOCA driver that goes with it is not known here"),
+        ("prod-v2", {"versions.trainer": "2.4.0"}, "versions.trainer 2.4.0: the JobSet image its chart depends on is not known here"),
+        ("prod-ib", {"versions.trainingOperator": "v1.9.5"}, "versions.trainingOperator v1.9.5: the kubectl-delivery image"),
+    ],
+)
+def test_a_chart_override_without_its_paired_image_is_refused(stack_name, changes, refusal):
+    """A chart bump that would keep the images paired with the old release (the DOCA driver of another release,
+    a JobSet the chart does not depend on, the MPI launcher's kubectl-delivery of another operator) is refused
+    with what to do, before anything is registered."""
+    from components.model import stack as stack_loading
+    from components.model.config import ConfigError
+
+    p = changed(stack_platform(stack_name), changes)
+    with pytest.raises(ConfigError, match=refusal):
+        stack_loading.parse({"platform": p}, "stacks/Pulumi.x.yaml")
+
+
+def test_the_operands_follow_a_network_operator_override_where_they_can():
+    """With the hosts' own DOCA-OFED (prod-ib) only the operand images go with the chart, and they follow its
+    version: Mellanox/network-operator@v26.4.1:hack/release.yaml tags every component `network-operator-v<version>`."""
+    from components.platform import network_operator
+
+    p = PlatformConfig.model_validate(changed(stack_platform("prod-ib"), {"versions.networkOperator": "26.7.0"}))
+    spec = network_operator.nic_cluster_policy(p)["spec"]
+    assert {spec["nvIpam"]["version"], spec["secondaryNetwork"]["multus"]["version"]} == {"network-operator-v26.7.0"}
+
+
+def test_destroy_starts_no_drain_and_says_what_it_leaves(rendered):
+    """On `pulumi destroy` the SR-IOV policies are deleted with the operator's release (deleted_with: their own
+    delete is skipped), so no drain starts that the uninstall would cut short with nodes cordoned; removing one in an
+    update still deletes it. The stack exports, and SUMMARY.md lists, what a destroy leaves."""
+    run = rendered("prod-ib").run
+    release = next(r.urn for r in run.registrations if r.type == "kubernetes:helm.sh/v3:Release" and r.name == "network-operator")
+    sriov = [r for r in run.registrations if r.type.startswith("kubernetes:sriovnetwork.openshift.io/v1:Sriov") and "Network:" not in r.type and "IBNetwork" not in r.type]
+    assert {r.type.rsplit(":", 1)[1] for r in sriov} == {"SriovNetworkPoolConfig", "SriovNetworkNodePolicy"}
+    assert all(r.deleted_with == release and not r.retain_on_delete for r in sriov)
+    left = run.outputs["leftOnDestroy"]
+    assert any("SriovNetworkNodePolicy" in item for item in left) and any("PersistentVolumeClaims" in item for item in left)
+    assert "## What `pulumi destroy` leaves" in rendered("prod-ib").files["SUMMARY.md"]
+    assert not any("Sriov" in item for item in rendered("dev").run.outputs["leftOnDestroy"])

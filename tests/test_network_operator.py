@@ -15,12 +15,12 @@ from tools import upstream
 @pytest.mark.parametrize(
     ("stack", "changes", "spec_keys", "secondary"),
     [
-        ("prod-ib", {}, ["secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-        ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-        ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-        ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
-        ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus", "ipoib"]),
-        ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam"], ["cniPlugins", "multus"]),
+        ("prod-ib", {}, ["secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus", "ipoib"]),
+        ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
     ],
 )
 def test_nic_cluster_policy(stack, changes, spec_keys, secondary):
@@ -136,3 +136,18 @@ def test_nic_cluster_policy_tolerates_a_custom_gpu_taint(taint, tolerations):
     the DOCA driver state also skips nodes with an untolerated taint (pkg/state/state_ofed.go)."""
     spec = network_operator.nic_cluster_policy(cfg("prod-ib", gpu__taintKey=taint))["spec"]
     assert spec.get("tolerations") == tolerations
+
+
+def test_operands_run_only_on_gpu_nodes_so_a_cpu_node_cannot_hold_readiness():
+    """network-operator@v26.4.1: every operand DaemonSet template (manifests/state-multus-cni/0050-multus-ds.yml,
+    state-nv-ipam-cni/040-nv-ipam-node.yaml, state-ofed-driver/0050_ofed-driver-ds.yaml,
+    state-rdma-shared-device-plugin/0060_rdma-shared-dev-plugin-ds.yaml) renders spec.nodeAffinity, and the policy is
+    ready only when every operand DaemonSet is available on every node it selects (pkg/state/state_skel.go
+    isDaemonSetReady, `desiredNumberScheduled != 0 && == numberAvailable`). Selected by NFD's NVIDIA PCI label, which
+    exists before the GPU driver (the GPU Operator's NFD whitelists class 0302 with the vendor field)."""
+    ncp = network_operator.nic_cluster_policy(cfg("prod-roce"))
+    (term,) = ncp["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]}]}
+    values = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())
+    nfd = values["node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
+    assert "0302" in nfd["deviceClassWhitelist"] and nfd["deviceLabelFields"] == ["vendor"]

@@ -168,8 +168,8 @@ def test_chart_version_and_its_jobset_match_the_pins():
     chart = yaml.safe_load(upstream.path("values/kubeflow-trainer.Chart.yaml").read_text())
     assert chart["version"] == versions.TRAINER_VERSION and "appVersion" not in chart
     (jobset,) = [d for d in chart["dependencies"] if d["name"] == "jobset"]
-    assert f"v{jobset['version']}" == versions.JOBSET_IMAGE_TAG and jobset["condition"] == "jobset.install"
-    assert versions.TRAINER_CONTROLLER_TAG == f"v{chart['version']}"
+    assert f"v{jobset['version']}" == versions.JOBSET_FOR_TRAINER[chart["version"]] and jobset["condition"] == "jobset.install"
+    assert versions.trainer_controller_tag(chart["version"]) == f"v{chart['version']}"
 
 
 def test_install_order_in_the_graph(rendered):

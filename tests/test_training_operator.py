@@ -202,12 +202,15 @@ def test_packages_show_the_overlay_source_and_kustomization(rendered):
     assert not [r for r in run.registrations if r.parent == directory.urn], "the provider registers the objects"
 
 
-def test_kustomization_follows_the_stacks_ref():
+def test_kustomization_follows_the_stacks_ref(monkeypatch):
+    """A ref fastpath knows the kubectl-delivery image of (components/versions.py; an unknown one is refused:
+    tests/test_day2.py): the overlay and the MPI launcher's image move together."""
+    monkeypatch.setitem(versions.KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR, "v1.9.3", "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-0000000")
     p = stack_platform("prod-ib")
     p.setdefault("versions", {})["trainingOperator"] = "v1.9.3"
     doc = training_operator.kustomization(PlatformConfig.model_validate(p))
     assert doc["resources"] == ["https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.3"]
-    assert doc["patches"] == training_operator.kustomization(cfg())["patches"]
+    assert "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-0000000" in json.dumps(doc["patches"])
 
 
 # Every object kustomize.Directory (v1) registered in an installed stack, as its URN ends (40e850c's render of

@@ -45,6 +45,8 @@ class Registration:
     protect: bool
     retain_on_delete: bool
     outputs: dict = field(default_factory=dict)
+    deleted_with: str = ""
+    """The URN of the resource whose deletion takes this one along (its own delete is skipped)."""
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     """Per input property, the URNs it was computed from (what an Output input carried)."""
     replace_on_changes: list[str] = field(default_factory=list)
@@ -134,6 +136,7 @@ def run(
                     dependencies=list(request.dependencies),
                     protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
+                    deleted_with=str(request.deletedWith or ""),
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),

@@ -461,6 +461,7 @@ def render_stack(stack: str, previous: Path | None = None) -> Rendered:
         jobs_section(integral(run.outputs.get("jobs") or {})),
         acceptance_section(integral(run.outputs.get("acceptance") or [])),
         policy_section(violations),
+        destroy_section(integral(run.outputs.get("leftOnDestroy") or [])),
         kept or ack.markdown(imp, f"the committed render `{_rel(folder)}`"),
     ]
     files = {
@@ -544,6 +545,12 @@ def policy_section(violations: list) -> str:
     if violations:
         lines += ["```", format_text(violations).rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def destroy_section(left: list[str]) -> str:
+    if not left:
+        return ""
+    return "\n".join(["## What `pulumi destroy` leaves", "", *(f"- {item}" for item in left), ""])
 
 
 def render_files(stack: str) -> dict[str, str]:

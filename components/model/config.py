@@ -595,6 +595,34 @@ class PlatformConfig(Model):
                 f"trainingNamespaces {taken} is a system or platform namespace (fastpath would label "
                 "it for training and put networks and claims in it): use namespaces of their own"
             )
+        v = self.versions
+        if (
+            self.network_operator_enabled
+            and not self.gpu.host_mofed
+            and v.network_operator not in versions.DOCA_DRIVER_VERSIONS
+        ):
+            raise ValueError(
+                f"versions.networkOperator {v.network_operator}: the DOCA driver that goes with it is not known here "
+                f"(fastpath pairs {', '.join(f'{c} with {d}' for c, d in versions.DOCA_DRIVER_VERSIONS.items())}), "
+                "and a driver of another release beside the new operator is untested: add the pair to "
+                "components/versions.py DOCA_DRIVER_VERSIONS from that release's notes, or keep the pinned version"
+            )
+        if self.job_api != "v1" and v.trainer not in versions.JOBSET_FOR_TRAINER:
+            raise ValueError(
+                f"versions.trainer {v.trainer}: the JobSet image its chart depends on is not known here (fastpath "
+                f"pairs {', '.join(f'{c} with JobSet {j}' for c, j in versions.JOBSET_FOR_TRAINER.items())}): add "
+                "the pair to components/versions.py JOBSET_FOR_TRAINER from that chart's Chart.yaml, or keep the "
+                "pinned version"
+            )
+        if (
+            self.training_operator_enabled
+            and v.training_operator not in versions.KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR
+        ):
+            raise ValueError(
+                f"versions.trainingOperator {v.training_operator}: the kubectl-delivery image published with that "
+                "operator is not known here (MPIJob launchers use it): add the pair to components/versions.py "
+                "KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR, or keep the pinned version"
+            )
         if self.gpu.gpu_direct == "peermem" and self.gpu.driver_preinstalled and not self.gpu.host_mofed:
             raise ValueError(
                 "gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "

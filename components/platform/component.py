@@ -16,6 +16,7 @@ from components.platform.checkpoints import CheckpointStorage, CheckpointStorage
 from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.platform.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.platform.networks import SecondaryNetworks, SecondaryNetworksArgs
+from components.platform.sriov import LEFT_ON_DESTROY as LEFT_ON_DESTROY_SRIOV
 from components.platform.sriov import SriovNetworks, SriovNetworksArgs
 from components.platform.trainer import Trainer, TrainerArgs
 from components.platform.training_operator import TrainingOperator, TrainingOperatorArgs
@@ -51,6 +52,34 @@ def training_namespaces(platform: PlatformConfig) -> list[dict]:
     else:
         enforce, why = "baseline", "TCP fabric: training pods need no added capabilities"
     return [k8s.namespace(ns, platform.cluster, COMPONENT, enforce, why) for ns in platform.training_namespaces]
+
+
+def left_on_destroy(platform: PlatformConfig) -> list[str]:
+    """What `pulumi destroy` leaves on the cluster, and why: the stack exports it (`leftOnDestroy`), so it can be
+    read before a destroy and cleaned up after it."""
+    out = []
+    if platform.components.checkpoint_storage:
+        out.append(
+            "the checkpoint PersistentVolumeClaims (protected, retained) and their volumes' data: checkpoints "
+            "outlive the stack; unprotect (`pulumi state unprotect`) before a destroy, delete them with kubectl"
+        )
+    if platform.training_operator_enabled:
+        out.append(
+            "the Training Operator's CRDs (protected, retained): deleting one deletes every job of its kind; "
+            "`kubectl delete crd` them to remove the job kinds"
+        )
+    if profile(platform).trainer is not None:
+        out.append(
+            "the kubeflow-trainer release (protected, retained): its CRDs go with it, and every TrainJob with them; "
+            "`helm uninstall` it deliberately"
+        )
+    if (
+        platform.network_operator_enabled
+        and platform.fabric.attachment_row
+        and platform.fabric.attachment_row.sriov_operator
+    ):
+        out.append(LEFT_ON_DESTROY_SRIOV)
+    return out
 
 
 @dataclass

@@ -49,7 +49,7 @@ def values(platform: PlatformConfig) -> dict:
     return v
 
 
-def _image(name: str, version: str = versions.NETWORK_OPERATOR_COMPONENT_TAG) -> dict:
+def _image(name: str, version: str) -> dict:
     return {"image": name, "repository": versions.MELLANOX_REPOSITORY, "version": version}
 
 
@@ -85,10 +85,11 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     """
     f = platform.fabric
     rails = fab.rails(f)
+    tag = versions.network_operator_component_tag(platform.versions.network_operator)
     spec: dict = {}
     if not platform.gpu.host_mofed:
         spec["ofedDriver"] = {
-            **_image("doca-driver", versions.DOCA_DRIVER_VERSION),
+            **_image("doca-driver", versions.DOCA_DRIVER_VERSIONS[platform.versions.network_operator]),
             # maxParallelUpgrades 1 is the CRD's default, pinned: a driver upgrade restarts the RDMA stack, so
             # one node at a time.
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1},
@@ -110,7 +111,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
                     ]
                 }
                 spec["rdmaSharedDevicePlugin"] = {
-                    **_image("k8s-rdma-shared-dev-plugin"),
+                    **_image("k8s-rdma-shared-dev-plugin", tag),
                     "config": json.dumps(config, indent=2),
                 }
             case "hostdevice":
@@ -125,7 +126,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
                     ]
                 }
                 spec["sriovDevicePlugin"] = {
-                    **_image("sriov-network-device-plugin"),
+                    **_image("sriov-network-device-plugin", tag),
                     "config": json.dumps(config, indent=2),
                 }
             case "sriov":  # the SR-IOV operator (chart values) runs its own device plugin
@@ -136,15 +137,30 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     # node's interfaces and `rdma-only` pods need no address on the rail (both optional in the NicClusterPolicy,
     # network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go).
     if f.secondary_network:
-        secondary: dict = {"cniPlugins": _image("plugins"), "multus": _image("multus-cni")}
+        secondary: dict = {"cniPlugins": _image("plugins", tag), "multus": _image("multus-cni", tag)}
         if networks.cni(f) == "ipoib":
-            secondary["ipoib"] = _image("ipoib-cni")
+            secondary["ipoib"] = _image("ipoib-cni", tag)
         spec["secondaryNetwork"] = secondary
         # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath
         # does not install.
-        spec["nvIpam"] = {**_image("nvidia-k8s-ipam"), "enableWebhook": False}
+        spec["nvIpam"] = {**_image("nvidia-k8s-ipam", tag), "enableWebhook": False}
     if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
         spec["tolerations"] = [k8s.toleration(platform.gpu.taint_key)]
+    # Every operand DaemonSet only on GPU nodes (network-operator@v26.4.1: each manifests/state-*/ DaemonSet
+    # template renders `.NodeAffinity` beside its own nodeSelector). Multus, the CNI plugins and nv-ipam's node
+    # agent otherwise run on every node, and the policy is `ready` only when every operand DaemonSet is available
+    # on all the nodes it selects (pkg/state/state_skel.go isDaemonSetReady): one NotReady CPU node, or a failed
+    # pull there, would hold every `pulumi up`. The GPU Operator's NFD labels GPU nodes at once (PCI class 0302,
+    # vendor 10de), before the driver and GPU feature discovery: the label is there when the policy is applied.
+    # Leaving a CPU node, Multus (thin, `--cleanup-config-on-exit`: manifests/state-multus-cni/0050-multus-ds.yml)
+    # removes its CNI config there, so that node's pods keep the cluster's own CNI.
+    spec["nodeAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": k8s.NFD_GPU_LABEL, "operator": "In", "values": ["true"]}]}
+            ]
+        }
+    }
     timeout = READY_TIMEOUT_DOCA if "ofedDriver" in spec else READY_TIMEOUT
     return {
         "apiVersion": "mellanox.com/v1alpha1",

@@ -123,6 +123,13 @@ class SriovNetworksArgs:
     namespaces: list = field(default_factory=list)  # the training Namespace resources the networks live in
 
 
+LEFT_ON_DESTROY = (
+    "SriovNetworkPoolConfig and SriovNetworkNodePolicy objects in nvidia-network-operator (deleted with the "
+    "operator, so no drain starts): the NICs keep their VFs and the nodes stay schedulable; delete them with kubectl "
+    "before a reinstall that should start from no VFs"
+)
+
+
 class SriovNetworks(pulumi.ComponentResource):
     """Exposes each rail to pods as SR-IOV VFs: the GPU nodes' SriovNetworkPoolConfig (RDMA exclusive mode,
     drain parallelism), a SriovNetworkNodePolicy per rail (pfNames or rootDevices, numVfs, isRdma, linkType,
@@ -143,10 +150,21 @@ class SriovNetworks(pulumi.ComponentResource):
         # The pool before the policies: a config daemon that saw a policy first would drain with the default of
         # one node and reboot again for the exclusive RDMA mode.
         policy = [args.policy] if args.policy is not None else []
+        # Deleted with the operator's release, not before it: on `pulumi destroy` a deleted policy would start a
+        # drain (its VFs go) that the release's uninstall then cuts short, leaving nodes cordoned
+        # (Mellanox/sriov-network-operator@network-operator-v26.4.0-beta.7: the drain controller uncordons only
+        # when it completes). Left in place, with no operator, they change nothing: nodes stay schedulable and
+        # keep their VFs (LEFT_ON_DESTROY). Removing a rail in an update still deletes its policy and drains.
+        with_release = pulumi.ResourceOptions(deleted_with=args.operator)
         self.pool = k8s.apply(
-            pool_config(args.platform), pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy])
+            pool_config(args.platform),
+            pulumi.ResourceOptions.merge(
+                with_release, pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy])
+            ),
         )
-        after_pool = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, self.pool])
+        after_pool = pulumi.ResourceOptions.merge(
+            with_release, pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, self.pool])
+        )
         self.policies = [k8s.apply(m, after_pool) for m in node_policies(args.platform)]
         in_namespaces = pulumi.ResourceOptions(parent=self, depends_on=[args.operator, *policy, *args.namespaces])
         self.networks = [k8s.apply(m, in_namespaces) for m in networks(args.platform)]

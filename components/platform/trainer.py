@@ -57,13 +57,13 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
     return {
         # The chart derives `v<chart version>` when empty (templates/_helpers.tpl): pinned, so a chart bump moves
         # the controller only with this file.
-        "image": {"tag": versions.TRAINER_CONTROLLER_TAG},
+        "image": {"tag": versions.trainer_controller_tag(platform.versions.trainer)},
         # The subchart's in-repo values name a staging `:main` image pulled Always; only the published chart's
         # are rewritten to the release (kubernetes-sigs/jobset@v0.12.0:hack/helm-chart-package.sh).
         "jobset": {
             "image": {
                 "repository": versions.JOBSET_IMAGE_REPOSITORY,
-                "tag": versions.JOBSET_IMAGE_TAG,
+                "tag": versions.JOBSET_FOR_TRAINER[platform.versions.trainer],
                 "pullPolicy": "IfNotPresent",
             }
         },

@@ -94,7 +94,7 @@ def manager_flags(platform: PlatformConfig) -> list[str]:
         *flags,
         f"--pytorch-init-container-image={versions.PYTORCH_INIT_CONTAINER_IMAGE}",
         f"--pytorch-init-container-template-file={INIT_TEMPLATE_DIR}/{INIT_TEMPLATE_KEY}",
-        f"--mpi-kubectl-delivery-image={versions.MPI_KUBECTL_DELIVERY_IMAGE}",
+        f"--mpi-kubectl-delivery-image={versions.KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR[platform.versions.training_operator]}",
     ]
 
 
