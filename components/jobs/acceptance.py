@@ -13,6 +13,8 @@ against the NVLink floor of its GPU.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +31,8 @@ from components.model.job import JobSpec
 from components.model.profile import Profile, QueueProfile
 from components.platform import volcano
 
+# The env variable that carries fabric_generation into the acceptance pods.
+FABRIC_ENV = "FASTPATH_FABRIC_GENERATION"
 JOB_NAME = "nccl-acceptance"
 QUEUE = "fastpath-acceptance"
 MARKER = "fastpath-acceptance:"
@@ -60,11 +64,21 @@ def nvlink_floor_gbps(acc: AcceptanceConfig, gpu_product: str) -> float | None:
     return next((floor for part, floor in NVLINK_FLOORS if part in gpu_product), None)
 
 
+def fabric_generation(profile: Profile) -> str:
+    """A fingerprint of the stack's fabric (every fabric.* key): the acceptance job carries it in its pods' env, so
+    a fabric edit is a new job spec and the job is replaced, i.e. the fabric is measured again. Node-level changes
+    a version bump alone makes (a DOCA driver) do not move it."""
+    fabric = {k: v for k, v in profile.fabric.to_config().items() if k != "sriovMaxUnavailable"}  # pacing only
+    text = json.dumps(fabric, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profile: Profile | None = None) -> JobSpec:
     """The acceptance job; on a v2-only cluster (`profile` serving v2 alone) a TrainJob through the MPI runtime,
     whose nodes run trainer.mpiImage (a TrainJob's image reaches only the launcher) and whose restarts and cleanup
     are the runtime's."""
     command = [versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
+    env = {FABRIC_ENV: fabric_generation(profile)} if profile is not None else {}
     if profile is not None and profile.job_apis == ("v2",) and profile.trainer and profile.trainer.mpi_image:
         return JobSpec(
             name=JOB_NAME,
@@ -75,6 +89,7 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
             preflight=True,
             queue=queue,
             command=command,
+            env=env,
         )
     # max_restarts 0: a failed acceptance run is a verdict, not something to retry.
     return JobSpec(
@@ -87,6 +102,7 @@ def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profi
         max_restarts=0,
         queue=queue,
         command=command,
+        env=env,
     )
 
 
