@@ -86,3 +86,6 @@ def trainer_controller_tag(chart_version: str) -> str:
 JOBSET_FOR_TRAINER = {TRAINER_VERSION: JOBSET_IMAGE_TAG}
 # Training Operator overlay ref -> the kubectl-delivery image published with its operator image.
 KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR = {TRAINING_OPERATOR_REF: MPI_KUBECTL_DELIVERY_IMAGE}
+# Training Operator ref -> the commit it names (`git rev-parse v1.9.4^{commit}` in kubeflow/trainer): the overlay is
+# fetched at the commit, so a tag moved upstream cannot change the cluster while the render stays the same.
+TRAINING_OPERATOR_COMMITS = {TRAINING_OPERATOR_REF: "4445c12aa62e4345b0c2c6ac9b215a70eca46ed7"}

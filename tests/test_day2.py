@@ -39,7 +39,7 @@ def may_land_on_gpu_nodes(pod: dict) -> bool:
 def blocking_budgets(objects: list[dict]) -> list[str]:
     """PodDisruptionBudgets that allow no eviction of a pod which may run on a GPU node: each would hold an SR-IOV
     reboot drain of that node until the pod's job ends."""
-    templates = [(o["metadata"].get("namespace"), o["spec"]["template"]) for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
+    templates = [(o["metadata"].get("namespace"), o["spec"]["template"]) for o in objects if o["kind"] in ("Deployment", "StatefulSet", "Job")]
     out = []
     for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
         spec = pdb["spec"]
@@ -66,7 +66,7 @@ def store(cpu_nodes: bool) -> list[dict]:
     return rendezvous(resolve(spec, prof))
 
 
-@pytest.mark.parametrize(("cpu_nodes", "kinds", "on_gpu_nodes"), [(True, ["Deployment", "Service", "PodDisruptionBudget"], False), (False, ["Deployment", "Service"], True)])
+@pytest.mark.parametrize(("cpu_nodes", "kinds", "on_gpu_nodes"), [(True, ["Job", "Service", "PodDisruptionBudget"], False), (False, ["Job", "Service"], True)])
 def test_the_rendezvous_store_is_kept_out_of_fastpaths_own_drains(cpu_nodes, kinds, on_gpu_nodes):
     """With CPU nodes the store must run there and its budget holds only drains of CPU nodes (an admin's, which
     waits naming it); on a GPU-only cluster it may share a GPU node and has no budget, so the drain proceeds and
@@ -81,7 +81,12 @@ def test_the_rendezvous_store_is_kept_out_of_fastpaths_own_drains(cpu_nodes, kin
 
 def test_the_detector_sees_the_budget_that_would_hold_a_drain():
     objs = store(False)
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": dict(objs[0]["metadata"]), "spec": {"maxUnavailable": 0, "selector": objs[0]["spec"]["selector"]}}
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": dict(objs[0]["metadata"]),
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": objs[0]["spec"]["template"]["metadata"]["labels"]}},
+    }
     assert blocking_budgets([*objs, pdb]) == ["run-rdzv"]
 
 

@@ -14,7 +14,7 @@ import json
 import pytest
 import yaml
 
-from components.impact import ack
+from components.impact import ack, preview
 from components.impact.model import CLASSES, UPSTREAM, impact
 from components.impact.state import canonical, snapshot
 from components.model import stack
@@ -100,7 +100,16 @@ EDITS = [
         ["volcano-reclaim"],
     ),
     ("queue-added", "prod-ib", {"scheduler.queues": lambda q: [*q, {"name": "burst", "weight": 2}]}, None, {"scheduler.queues": "disruptive"}, "disruptive", "burst added", ["volcano-reclaim"]),
-    ("queue-cap", "prod-ib", {"scheduler.queues": lambda q: [q[0], q[1], {**q[2], "gpus": 16}]}, None, {"scheduler.capability": "no-op"}, "no-op", "keep running", ["volcano-capability"]),
+    (
+        "queue-cap",
+        "prod-ib",
+        {"scheduler.queues": lambda q: [q[0], q[1], {**q[2], "gpus": 16}]},
+        None,
+        {"scheduler.capability": "disruptive"},
+        "disruptive",
+        "caps a queue's deserved share at its capability",
+        ["volcano-capability"],
+    ),
     (
         "queue-not-reclaimable",
         "prod-ib",
@@ -148,7 +157,7 @@ EDITS = [
     ),
     ("gpu-operator-bump-preinstalled", "prod-ib", {"versions.gpuOperator": "v26.10.0"}, None, {"charts.gpu-operator": "rolling"}, "rolling", "restart with the new release", ["helm-upgrade"]),
     ("volcano-bump", "prod-ib", {"versions.volcano": "1.15.2"}, None, {"charts.volcano": "rolling"}, "rolling", "1.15.1 -> 1.15.2", ["helm-upgrade"]),
-    ("driver-preinstalled", "prod-roce", {"gpu.driverPreinstalled": True}, None, {"gpu.driver": "disruptive"}, "disruptive", "under running pods", ["gpu-driver"]),
+    ("driver-preinstalled", "prod-roce", {"gpu.driverPreinstalled": True}, None, {"gpu.driver": "disruptive"}, "disruptive", "DriverInstallState", ["gpu-driver"]),
     ("checkpoint-size", "prod-ib", {"checkpoints.size": "300Ti"}, None, {"checkpoints.size": "rolling"}, "rolling", "200Ti -> 300Ti", ["pvc-immutable"]),
     ("checkpoint-class", "prod-roce", {"checkpoints.storageClass": "ceph-rbd"}, None, {"checkpoints.claims": "destructive"}, "destructive", "cannot change in place", ["pvc-immutable"]),
     ("acceptance-scaling", "prod-ib", {"acceptance.scaling": [1, 2]}, None, {"acceptance": "rolling"}, "rolling", "runs again", ["job-replace"]),
@@ -210,14 +219,14 @@ def test_each_edit_gets_its_class_and_consequence(row, name, platform, jobs, exp
 CODE_CHANGES = [
     ("rdma-mode", ("sriovPool", "rdmaMode"), "shared", "fabric.rdma-mode", "disruptive", "sriov-rdma-mode"),
     ("volcano-conf", ("volcanoConf",), "0" * 16, "scheduler.conf", "disruptive", "volcano-conf"),
-    ("doca-driver", ("ofedDriver",), "doca3.5.0-26.07-1.0.0.0-1", "network.doca-driver", "disruptive", "doca-driver"),
+    ("doca-driver", ("ofedDriver", "template"), "0" * 16, "network.doca-driver", "disruptive", "doca-driver"),
     ("pod-security", ("namespaceSecurity", "training"), "baseline", "namespaces.security", "rolling", "pod-security"),
 ]
 
 
 @pytest.mark.parametrize(("row", "path", "value", "change", "cls", "rule"), CODE_CHANGES, ids=[c[0] for c in CODE_CHANGES])
 def test_changes_fastpath_itself_makes_are_classified_too(row, path, value, change, cls, rule):
-    old = state_of(stack_raw("prod-ib"))
+    old = state_of(edited("prod-ib", {"gpu.hostMofed": False}))  # with the operator's DOCA driver
     new = copy.deepcopy(old)
     target = new["facets"]
     for part in path[:-1]:
@@ -271,22 +280,62 @@ def test_v2_gangs_come_back_by_themselves():
     assert "restarts the whole gang, resuming from /checkpoints (a drain does not spend its restart budget)" in queues.consequence
 
 
-def test_a_first_deployment_and_an_older_schema_claim_nothing():
+def test_a_first_deployment_claims_nothing():
     new = state_of(stack_raw("prod-ib"))
     assert impact(None, new).first and impact(None, new).changes == ()
-    assert impact({**new, "schema": 0}, new).notes
 
 
 # ------------------------------------------------------------------------------------------- acknowledgment
 
 
-def test_an_acknowledgment_covers_its_class_and_no_worse():
+def vfs(n: int):
     old = state_of(stack_raw("prod-ib"))
-    imp = impact(old, state_of(edited("prod-ib", {"fabric.vfsPerPf": 4})))
+    return impact(old, state_of(edited("prod-ib", {"fabric.vfsPerPf": n})))
+
+
+def test_an_acknowledgment_covers_its_class_and_that_change_only():
+    imp = vfs(4)
+    sriov, pools = (next(c for c in imp.changes if c.id == i) for i in ("fabric.sriov", "network.ip-pools"))
     assert {c.id for c in ack.unacknowledged(imp, {})} == {"fabric.sriov", "network.ip-pools"}
-    assert {c.id for c in ack.unacknowledged(imp, {"fabric.sriov": "disruptive", "network.ip-pools": "disruptive"})} == {"network.ip-pools"}
-    assert ack.unacknowledged(imp, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"}) == []
-    assert ack.stale(imp, {"fabric.sriov": "disruptive", "jobs.training/x": "disruptive"}) == ["jobs.training/x"]
+    right = {"fabric.sriov": f"disruptive {sriov.fingerprint}", "network.ip-pools": f"destructive {pools.fingerprint}"}
+    assert ack.unacknowledged(imp, right) == [] and ack.stale(imp, right) == []
+    # Told as disruptive, it is destructive: refused again.
+    assert [c.id for c in ack.unacknowledged(imp, {**right, "network.ip-pools": f"disruptive {pools.fingerprint}"})] == ["network.ip-pools"]
+    # Left in the file after it was applied, it does not cover the next VF count: another fingerprint.
+    later = vfs(2)
+    assert {c.id for c in ack.unacknowledged(later, right)} == {"fabric.sriov", "network.ip-pools"}
+    assert ack.stale(later, right) == ["fabric.sriov", "network.ip-pools"]
+
+
+def test_a_previous_state_that_cannot_be_compared_is_refused_until_acknowledged():
+    """A stack deployed by a fastpath that exported no state (its `profile` is there), or one of another schema:
+    nothing can be told, so nothing is waved through."""
+    new = state_of(stack_raw("prod-ib"))
+    for old in ({"schema": None}, {**new, "schema": 1}):
+        (change,) = impact(old, new).changes
+        assert (change.id, change.cls) == ("previous-state", "destructive") and "make diff" in change.consequence
+        assert ack.unacknowledged(impact(old, new), {"previous-state": f"destructive {change.fingerprint}"}) == []
+
+
+@pytest.mark.parametrize(("pace", "nodes", "at_once"), [(4, 32, 4), ("25%", 32, 8), ("10%", 32, 3), ("30%", 8, 2)])
+def test_a_percentage_pace_rounds_down_as_the_sriov_operator_does(pace, nodes, at_once):
+    """Mellanox/sriov-network-operator@network-operator-v26.4.0-beta.7:api/v1/helper.go MaxUnavailable:
+    GetScaledValueFromIntOrPercent(..., false) rounds down."""
+    from components.impact.model import at_a_time
+
+    assert at_a_time(pace, nodes) == at_once
+
+
+def test_a_percentage_pace_that_rounds_to_no_node_is_refused():
+    """0 nodes at a time: the drain controller never starts a drain (controllers/drain_controller_helper.go), so the
+    VFs would never be configured."""
+    p = changed(stack_platform_copy("prod-ib"), {"fabric.sriovMaxUnavailable": "3%"})
+    with pytest.raises(stack.ConfigError, match=r"sriovMaxUnavailable 3% of 32 nodes rounds down to 0"):
+        stack.parse({"platform": p}, "stacks/Pulumi.x.yaml")
+
+
+def stack_platform_copy(name: str) -> dict:
+    return copy.deepcopy(stack_raw(name)["platform"])
 
 
 def _preview(name: str, platform: dict, acks: dict | None = None):
@@ -296,7 +345,7 @@ def _preview(name: str, platform: dict, acks: dict | None = None):
     if acks:
         extra["fastpath:acknowledge"] = acks
     old = render.committed_state(render.RENDERED / name)
-    return render.run_program(name, extra_config=extra, references={"organization/fastpath/" + name: {"state": old}})
+    return render.run_program(name, extra_config=extra, references={preview.self_reference(name): {"state": old}})
 
 
 def test_preview_refuses_an_unacknowledged_reboot_naming_file_key_consequence_and_the_fix():
@@ -306,19 +355,22 @@ def test_preview_refuses_an_unacknowledged_reboot_naming_file_key_consequence_an
     assert msg.startswith("stacks/Pulumi.prod-ib.yaml: 2 change(s) would disrupt the running cluster")
     assert "fastpath:platform.fabric.vfsPerPf" in msg
     assert "reboots each GPU node: 32 GPU nodes, 4 at a time" in msg and "llama-pretrain (16 nodes)" in msg
-    assert "fastpath:acknowledge:\n    fabric.sriov: disruptive\n    network.ip-pools: destructive" in msg
+    lines = [f"    {c.id}: {ack.ack_value(c)}" for c in vfs(4).changes if c.cls in ("disruptive", "destructive")]
+    assert "fastpath:acknowledge:\n" + "\n".join(lines) in msg
     assert exc.value.registered == 0  # refused before any resource
 
 
 def test_preview_with_the_acknowledgment_passes_and_exports_the_new_state():
-    run = _preview("prod-ib", {"fabric.vfsPerPf": 4}, {"fabric.sriov": "disruptive", "network.ip-pools": "destructive"})
+    acks = {c.id: ack.ack_value(c) for c in vfs(4).changes if c.cls in ("disruptive", "destructive")}
+    run = _preview("prod-ib", {"fabric.vfsPerPf": 4}, acks)
     state = canonical(run.outputs["state"])
     assert state["facets"]["sriovPolicies"]["nvidia-network-operator/rail0"]["numVfs"] == 4
 
 
-def test_an_acknowledgment_that_is_not_a_class_is_refused():
-    with pytest.raises(render.RenderError, match=r"fastpath:acknowledge: must map a change id"):
-        _preview("prod-ib", {}, {"fabric.sriov": "yes"})
+@pytest.mark.parametrize("value", ["yes", "disruptive", "disruptive 3F9A1C2E", "reboot 3f9a1c2e"])
+def test_an_acknowledgment_without_class_and_fingerprint_is_refused(value):
+    with pytest.raises(render.RenderError, match=r"fastpath:acknowledge: must map a change id to the class and fingerprint"):
+        _preview("prod-ib", {}, {"fabric.sriov": value})
 
 
 def test_make_diff_compares_a_render_with_a_stack_file(tmp_path, capsys):
@@ -328,7 +380,7 @@ def test_make_diff_compares_a_render_with_a_stack_file(tmp_path, capsys):
     edited_file.write_text((ROOT / "stacks" / "Pulumi.prod-ib.yaml").read_text().replace("vfsPerPf: 8", "vfsPerPf: 4"))
     assert tool.main([str(ROOT / "rendered" / "prod-ib"), str(edited_file)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("worst: destructive") and "fastpath:acknowledge:\n    fabric.sriov: disruptive" in out
+    assert out.startswith("worst: destructive") and "fastpath:acknowledge:\n    fabric.sriov: disruptive " in out
     assert tool.main([str(ROOT / "rendered" / "prod-ib"), str(ROOT / "stacks" / "Pulumi.prod-ib.yaml"), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"] == []
 
@@ -342,3 +394,25 @@ def test_make_diff_names_an_input_it_cannot_read(tmp_path, capsys, content, mess
         path.write_text(content)
     assert tool.main([str(ROOT / "rendered" / "dev"), str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+# Edits of a stack first changed to a base (old = base, new = base + edit): (id, stack, base, edit, change, class).
+ON_A_BASE = [
+    # The DOCA driver's pod template is its env too: NFS over RDMA sets ENABLE_NFSRDMA (network_operator.ofed_env).
+    ("doca-env", "prod-ib", {"gpu.hostMofed": False}, {"checkpoints.nfs.rdma": False}, "network.doca-driver", "disruptive"),
+    ("doca-tolerations", "prod-ib", {"gpu.hostMofed": False}, {"gpu.taintKey": "dedicated"}, "network.doca-driver", "disruptive"),
+    # Any MTU change drains (NeedToUpdateSriov compares the VF group's MTU with the node's), not only a rise.
+    ("mtu-lowered", "prod-ib", {"fabric.mtu": 4092}, {"fabric.mtu": 2048}, "fabric.sriov", "disruptive"),
+    # nvidia-peermem is part of the driver's install state: the full upgrade flow on a managed driver.
+    ("peermem", "prod-roce", {}, {"gpu.gpuDirect": "peermem", "gpu.hostMofed": True}, "gpu.driver", "disruptive"),
+    # The GPU product selects the SR-IOV policies' and the pools' nodes: nodes that stop matching lose VFs and blocks.
+    ("gpu-product", "prod-ib", {}, {"gpu.product": "NVIDIA-H200"}, "fabric.sriov", "disruptive"),
+    ("gpu-product-pools", "prod-ib", {}, {"gpu.product": "NVIDIA-H200"}, "network.ip-pools", "destructive"),
+]
+
+
+@pytest.mark.parametrize(("row", "name", "base", "edit", "change", "cls"), ON_A_BASE, ids=[r[0] for r in ON_A_BASE])
+def test_edits_on_a_base(row, name, base, edit, change, cls):
+    old = state_of(edited(name, base))
+    got = {c.id: c.cls for c in impact(old, state_of(edited(name, {**base, **edit}))).changes}
+    assert got.get(change) == cls, got

@@ -114,7 +114,7 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     r = resolve(job("pytorch", "elastic"), profile_for("roce-shared"))
     m = component.manifest(r)
     env = op.pytorch_env(m)
-    deployment, service, pdb = rendezvous(r)
+    store, service, pdb = rendezvous(r)
     assert env["PET_RDZV_ENDPOINT"] == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
     assert env["PET_NNODES"] == "2:6"
     assert env["PET_RDZV_CONF"] == "is_host=false,join_timeout=900,read_timeout=600"
@@ -122,7 +122,7 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     assert op.job_succeeds_when(m) == "any worker"
     # On CPU nodes only (the cluster has them by default): a lost GPU node, or a drain fastpath causes, never
     # takes the store along.
-    aff = deployment["spec"]["template"]["spec"]["affinity"]
+    aff = store["spec"]["template"]["spec"]["affinity"]
     assert aff == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}]}}}
     assert pdb["spec"]["maxUnavailable"] == 0
 
@@ -152,6 +152,9 @@ def test_rendezvous_store_script_is_what_the_restart_test_runs():
     (c,) = rendezvous(r)[0]["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["python", "-c", RDZV_STORE]
     assert {"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)} in c["env"]
+    # It knows the rendezvous it serves (the job's rdzvId) and how long a run may go quiet before it is over.
+    assert {"name": "FASTPATH_RDZV_ID", "value": "x"} in c["env"]
+    assert {"name": "FASTPATH_RDZV_IDLE_SECONDS", "value": "1800"} in c["env"]
 
 
 # ------------------------------------------------------------------------------------ the entrypoints, for real
@@ -284,7 +287,8 @@ def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env={**os.environ, "FASTPATH_RDZV_PORT": str(port)}, stdout=subprocess.PIPE, text=True)
+    store_env = {**os.environ, "FASTPATH_RDZV_PORT": str(port), "FASTPATH_RDZV_ID": "run", "FASTPATH_RDZV_IDLE_SECONDS": "600"}
+    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=store_env, stdout=subprocess.PIPE, text=True)
     try:
         assert "listening" in store.stdout.readline()
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2", "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
@@ -308,3 +312,39 @@ def test_sigterm_during_the_preflight_is_retryable_too(tmp_path):
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 143, out
+
+
+def test_the_store_ends_once_no_agent_keeps_the_rendezvous_alive(tmp_path):
+    """The store (launch.RDZV_STORE) runs until the first rendezvous state appears and then until that state has
+    not changed for FASTPATH_RDZV_IDLE_SECONDS: a run's agents rewrite it at every keep-alive
+    (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py, key `torch.rendezvous.<run id>`). It then
+    exits 0, which completes its batch Job; a SIGTERM (an eviction) exits 1, so the Job makes it again."""
+    import socket
+    import sys
+    from datetime import timedelta
+
+    dist = pytest.importorskip("torch.distributed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "FASTPATH_RDZV_PORT": str(port), "FASTPATH_RDZV_ID": "run", "FASTPATH_RDZV_IDLE_SECONDS": "2"}
+    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=20))
+        time.sleep(3)
+        assert store.poll() is None  # no run has started: it waits for one, however long
+        for beat in range(6):  # agents keep the rendezvous alive: it stays
+            client.set("torch.rendezvous.run", f"state {beat}")
+            time.sleep(0.5)
+        assert store.poll() is None
+        assert store.wait(timeout=20) == 0  # then nothing: the run is over
+        assert "the run is over" in store.stdout.read()
+    finally:
+        store.kill()
+    again = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert again.stdout.readline().startswith("c10d rendezvous store listening")
+        again.terminate()
+        assert again.wait(timeout=20) == 1
+    finally:
+        again.kill()

@@ -373,3 +373,15 @@ def test_torchrun_reads_the_pod_address_host_network_pods_get():
     with mock.patch.dict(os.environ, {"PET_LOCAL_ADDR": "10.1.2.3"}):
         args = get_args_parser().parse_args(["train.py"])
     assert args.local_addr == "10.1.2.3"
+
+
+@pytest.mark.parametrize(("kind", "attachment"), [row for row, _ in RDMA], ids=[i for _, i in RDMA])
+def test_the_preflight_looks_for_the_rdma_devices_a_pod_of_the_row_gets(kind, attachment):
+    """A full-node pod's preflight expects at least one RDMA device on every RDMA row: one that expects 0 checks
+    nothing, and a pod that lost its fabric would pass it. A row whose devices are not device-plugin resources (a
+    cloud fabric the platform attaches itself) must count them in components/jobs/pod.py pod_preflight_env."""
+    p = platform_with(kind, attachment)
+    prof = make_profile(p)
+    wiring = fabric.pod_wiring(p.fabric, "training", p.gpu.per_node, p.gpu.per_node)
+    env = pod_preflight_env(prof, wiring, p.gpu.per_node, 64)
+    assert int(env["PREFLIGHT_RDMA_DEVICES"]) > 0, f"{kind}: the preflight expects 0 RDMA devices in a full-node pod: count the row's devices in components/jobs/pod.py pod_preflight_env"

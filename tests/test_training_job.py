@@ -149,20 +149,23 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["command"] == ["sh", "-c", LAUNCH, "fastpath", "torchrun", "train.py", "--lr", "3e-4"]
-    deployment, service, pdb = rendezvous(r)
-    assert service["metadata"]["name"] == deployment["metadata"]["name"] == "run-rdzv"
+    store, service, pdb = rendezvous(r)
+    assert service["metadata"]["name"] == store["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
     # Evicting the store ends the job: no voluntary eviction, no autoscaler scale-down of its node.
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 0
-    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
-    assert deployment["spec"]["template"]["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
-    pod = deployment["spec"]["template"]["spec"]
+    labels = store["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())
+    # A batch Job that ends with the run (launch.RDZV_STORE), so a finished job's budget holds no node.
+    assert store["kind"] == "Job" and store["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert store["spec"]["template"]["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    pod = store["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"] == c["resources"]["requests"]
     assert "schedulerName" not in pod  # not in the gang: it runs whatever Volcano admits
-    assert deployment["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "rendezvous"
+    assert store["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "rendezvous"
     if upstream.available("crds"):
-        assert [e for o in (m, deployment, service, pdb) for e in schema_problems(o)] == []
+        assert [e for o in (m, store, service, pdb) for e in schema_problems(o)] == []
 
 
 @pytest.mark.parametrize(
@@ -320,7 +323,7 @@ def test_job_in_another_project_is_wired_from_a_stack_reference(rendered):
     run = render.run_program("dev", program=program, references={"acme/fastpath/prod-roce": {"profile": exported}})
     (registered,) = [r for r in run.registrations if r.type.endswith(":PyTorchJob")]
     # The rendezvous store is owned by the job (the API server's uid, here the renderer's stand-in).
-    (store,) = [r for r in run.registrations if r.type == "kubernetes:apps/v1:Deployment"]
+    (store,) = [r for r in run.registrations if r.type == "kubernetes:batch/v1:Job"]
     assert store.inputs["metadata"]["ownerReferences"][0]["name"] == "run"
     assert store.inputs["metadata"]["ownerReferences"][0]["uid"]
     direct = manifest(resolve(spec, Profile.from_data(exported)))

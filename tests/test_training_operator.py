@@ -49,10 +49,12 @@ def git_fetches(tmp_path, directory: str) -> str:
 
 def test_overlay_url_fetches_the_pinned_tag_and_overlay(tmp_path):
     """The exact string fastpath emits, through kustomize's own remote loader (the provider's kustomize.v2
-    Directory builds fastpath's kustomization with the same loader): the tag, shallow, from the repository."""
+    Directory builds fastpath's kustomization with the same loader): the commit the tag names, shallow, from the
+    repository (GitHub serves a full commit id to `git fetch`)."""
     url = training_operator.overlay_url(versions.TRAINING_OPERATOR_REF)
-    assert url == "https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.4"
-    assert git_fetches(tmp_path, url) == "git fetch --depth=1 https://github.com/kubeflow/trainer v1.9.4"
+    commit = "4445c12aa62e4345b0c2c6ac9b215a70eca46ed7"  # kubeflow/trainer: git rev-parse v1.9.4^{commit}
+    assert url == f"https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref={commit}"
+    assert git_fetches(tmp_path, url) == f"git fetch --depth=1 https://github.com/kubeflow/trainer {commit}"
 
 
 def test_forms_the_provider_does_not_fetch_at_a_ref(tmp_path):
@@ -64,7 +66,9 @@ def test_forms_the_provider_does_not_fetch_at_a_ref(tmp_path):
 
 def test_the_lock_pins_the_overlay_fastpath_installs():
     """The overlay the tests build from (upstream.lock.yaml) is the one a stack installs by default."""
-    assert upstream.lock()[OVERLAY].kustomize == training_operator.overlay_url(versions.TRAINING_OPERATOR_REF)
+    assert upstream.lock()[OVERLAY].kustomize == training_operator.overlay_url(versions.TRAINING_OPERATOR_REF).replace(
+        versions.TRAINING_OPERATOR_COMMITS[versions.TRAINING_OPERATOR_REF], versions.TRAINING_OPERATOR_REF
+    )
 
 
 def cfg(**components) -> PlatformConfig:
@@ -187,7 +191,7 @@ def test_packages_show_the_overlay_source_and_kustomization(rendered):
     hands the provider."""
     run = rendered("prod-ib").run
     (pkg,) = [p for p in rendered("prod-ib").packages if p["kind"] == "kustomize"]
-    assert pkg["source"] == training_operator.overlay_url("v1.9.4")
+    assert pkg["source"] == training_operator.overlay_url("v1.9.4") and pkg["source"].endswith("?ref=4445c12aa62e4345b0c2c6ac9b215a70eca46ed7")
     assert pkg["namespace"] == "kubeflow"
     assert pkg["kustomization"] == training_operator.kustomization(cfg())
     assert pkg["kustomization"]["resources"] == [pkg["source"]]

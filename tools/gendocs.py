@@ -63,10 +63,12 @@ def generate() -> str:
         "Generated from `components/model/config.py` and `components/model/job.py` by `python -m tools.gendocs`; "
         "do not edit by hand.",
         "",
-        "A stack file `stacks/Pulumi.<stack>.yaml` sets two keys: `fastpath:platform`, one "
-        "[PlatformConfig](#platformconfig) describing the cluster, and `fastpath:jobs`, a list of "
-        "[JobSpec](#jobspec) "
-        "(may be absent). Unknown keys are refused.",
+        "A stack file `stacks/Pulumi.<stack>.yaml` sets up to three keys: `fastpath:platform`, one "
+        "[PlatformConfig](#platformconfig) describing the cluster; `fastpath:jobs`, a list of "
+        "[JobSpec](#jobspec) (may be absent); and `fastpath:acknowledge` (may be absent), a map from a change id, "
+        "as `pulumi preview`, `make render` or `make diff` print it, to the class it was told as (`disruptive` or "
+        "`destructive`): without it an update that drains, reboots or deletes what runs stops before it starts "
+        "(docs/architecture.md, Day 2). Unknown keys are refused.",
         "",
     ]
     seen: list[type[BaseModel]] = []

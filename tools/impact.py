@@ -72,7 +72,7 @@ def text(imp: Impact) -> str:
     needs = [c for c in imp.changes if c.cls in NEEDS_ACK]
     if needs:
         lines.append(f"to apply it, the stack file acknowledges:\n  {ack.KEY}:")
-        lines += [f"    {c.id}: {c.cls}" for c in needs]
+        lines += [f"    {c.id}: {ack.ack_value(c)}" for c in needs]
     return "\n".join(lines)
 
 

@@ -2,11 +2,12 @@
 impact is told (warnings in `pulumi preview`, the refusal, SUMMARY.md's section).
 
     fastpath:acknowledge:
-      fabric.sriov: disruptive        # the change id the impact prints, and the class it was told as
+      fabric.sriov: disruptive 3f9a1c2e     # the change id, the class it was told as, and its fingerprint
 
-An acknowledgment names the class: a change that turns out worse than acknowledged (destructive where the file
-says disruptive) is refused again. It stays in the file until the `pulumi up` that applies the change has run;
-afterwards it matches nothing and the program says so.
+An acknowledgment names the class and the change: a change that turns out worse than acknowledged (destructive
+where the file says disruptive), or a different change of the same id later (another VF count), has another
+class or fingerprint and is refused again. It may stay in the file after the `pulumi up` that applied it; the
+program then says it matches nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ from components.impact.model import CLASSES, NEEDS_ACK, Change, Impact
 KEY = "fastpath:acknowledge"
 
 
+def ack_value(change: Change) -> str:
+    """What the stack file's `fastpath:acknowledge.<id>` says for `change`."""
+    return f"{change.cls} {change.fingerprint}"
+
+
 def covered(change: Change, acks: Mapping[str, str]) -> bool:
-    ack = acks.get(change.id)
-    return ack in CLASSES and CLASSES.index(ack) >= CLASSES.index(change.cls)
+    cls, _, fingerprint = (acks.get(change.id) or "").partition(" ")
+    return cls in CLASSES and CLASSES.index(cls) >= CLASSES.index(change.cls) and fingerprint == change.fingerprint
 
 
 def unacknowledged(imp: Impact, acks: Mapping[str, str]) -> list[Change]:
@@ -28,9 +34,9 @@ def unacknowledged(imp: Impact, acks: Mapping[str, str]) -> list[Change]:
 
 
 def stale(imp: Impact, acks: Mapping[str, str]) -> list[str]:
-    """Acknowledgments no change of this impact needs (the change was applied, or never happened)."""
-    ids = {c.id for c in imp.changes if c.cls in NEEDS_ACK}
-    return sorted(set(acks) - ids)
+    """Acknowledgments no change of this impact needs (the change was applied, or never happened, or it is another
+    change now)."""
+    return sorted(a for a in acks if not any(c.id == a and covered(c, acks) for c in imp.changes))
 
 
 def _where(change: Change) -> str:
@@ -46,7 +52,7 @@ def refusal(source: str, missing: list[Change]) -> str:
         lines.append(f"  - {c.cls} `{c.id}` ({_where(c)}): {c.what}. {c.consequence}")
     lines.append("To go ahead (at a time the consequences are acceptable), add to the stack file:")
     lines.append(f"  {KEY}:")
-    lines += [f"    {c.id}: {c.cls}" for c in missing]
+    lines += [f"    {c.id}: {ack_value(c)}" for c in missing]
     lines.append("or undo the edit. `make diff` shows the whole impact.")
     return "\n".join(lines)
 
@@ -75,6 +81,7 @@ def markdown(imp: Impact, against: str) -> str:
         return head + "No change a controller acts on.\n" + "".join(f"\n- {n}" for n in imp.notes)
     rows = ["| class | change | what | consequence | upstream |", "|---|---|---|---|---|"]
     for c in sorted(imp.changes, key=lambda c: -CLASSES.index(c.cls)):
-        cells = [c.cls, f"`{c.id}`", c.what, c.consequence, "; ".join(c.upstream)]
+        ident = f"`{c.id}: {ack_value(c)}`" if c.cls in NEEDS_ACK else f"`{c.id}`"
+        cells = [c.cls, ident, c.what, c.consequence, "; ".join(c.upstream)]
         rows.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return head + f"Worst: **{imp.worst}**.\n\n" + "\n".join(rows) + "\n"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from components.impact.state import SCHEMA, canonical
+from components.impact.state import SCHEMA, canonical, digest
 
 Class = Literal["no-op", "rolling", "disruptive", "destructive"]
 CLASSES: tuple[Class, ...] = get_args(Class)
@@ -70,16 +70,18 @@ UPSTREAM = {
     "volcano-reclaim": (
         "volcano-sh/volcano@v1.15.1:pkg/scheduler/actions/gangreclaim/gangreclaim.go (Execute, selectDomainBundles)"
     ),
+    # deserved is capped at realCapability; ReclaimableFn picks tasks of queues allocated over deserved.
     "volcano-capability": (
-        "volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/proportion/proportion.go (capability gates allocation only)"
+        "volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/proportion/proportion.go (deserved capped at "
+        "realCapability; ReclaimableFn)"
     ),
     "job-replace": (
         "fastpath components/jobs/component.py (replace_on_changes=[spec], delete_before_replace); "
         "kubeflow/trainer@v1.9.4:pkg/controller.v1/common/pod.go (ReconcilePods never updates a running pod)"
     ),
     "store-recreate": (
-        "kubernetes/kubernetes@v1.34.0:pkg/controller/deployment/recreate.go (rolloutRecreate: the old pod goes "
-        "before the new one starts)"
+        "kubernetes/kubernetes@v1.34.0:pkg/apis/batch/validation/validation.go (ValidateJobSpecUpdate: spec.template "
+        "is immutable, so a changed store Job is replaced, its pod deleted)"
     ),
     "namespace-delete": (
         "kubernetes/kubernetes@v1.34.0:pkg/controller/namespace/deletion/namespaced_resources_deleter.go"
@@ -105,6 +107,9 @@ class Change:
     consequence: str
     upstream: tuple[str, ...]
     keys: tuple[str, ...] = ()
+    # What an acknowledgment names besides the id and class: this very change (the new values of its keys and what
+    # it does), so an acknowledgment left in the stack file never covers a later, different change of the same id.
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,10 +140,17 @@ def gangs_text(gangs: list[dict], lost: str = "a node under them is drained") ->
 
 
 def at_a_time(max_unavailable: Any, nodes: int) -> int:
-    """How many nodes the SR-IOV operator drains at once: an int, or a percentage of the pool rounded up."""
+    """How many nodes the SR-IOV operator drains at once: an int, or a percentage of the pool rounded down
+    (GetScaledValueFromIntOrPercent(..., false) in api/v1/helper.go MaxUnavailable); unset: the whole pool."""
     if isinstance(max_unavailable, str) and max_unavailable.endswith("%"):
-        return max(1, math.ceil(nodes * int(max_unavailable[:-1]) / 100))
-    return int(max_unavailable or nodes)
+        return math.floor(nodes * int(max_unavailable[:-1]) / 100)
+    return int(max_unavailable) if max_unavailable is not None else nodes
+
+
+def _pace(at_once: int, rounds: int) -> str:
+    if at_once == 0:
+        return "0 at a time: the drain controller never starts one, so no node is ever configured"
+    return f"{at_once} at a time ({rounds} rounds; each node is without VFs from its drain until it is back)"
 
 
 def _diff(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[list[str], list[str], list[str]]:
@@ -163,19 +175,20 @@ def _sriov(c: Ctx) -> Iterator[Change]:
         return
     keys = c.keys("fabric.")
     old, new = c.old.get("sriovPolicies") or {}, c.new.get("sriovPolicies") or {}
-    # A new policy (a PF's first VFs), a numVfs or a link type change is a firmware change on ConnectX: a reboot.
-    # A removed policy drains (its VFs go; the firmware drops them at the next boot); an MTU rise drains.
+    # A new policy (a PF's first VFs), a numVfs, link type or node selection change is a firmware change on
+    # ConnectX: a reboot (nodes that stop matching lose their VFs). A removed policy, any MTU change or a device type
+    # change drains (NeedToUpdateSriov compares the VF group's MTU and driver with the node's).
     firmware = bool(added) or any(
-        {f: old[k].get(f) for f in ("numVfs", "nicSelector", "linkType")}
-        != {f: new[k].get(f) for f in ("numVfs", "nicSelector", "linkType")}
+        {f: old[k].get(f) for f in ("numVfs", "nicSelector", "linkType", "nodeSelector")}
+        != {f: new[k].get(f) for f in ("numVfs", "nicSelector", "linkType", "nodeSelector")}
         for k in changed
     )
-    mtu_up = any((new[k].get("mtu") or 0) > (old[k].get("mtu") or 0) for k in changed)
-    if not (firmware or removed or mtu_up):
+    drains = any(old[k].get(f) != new[k].get(f) for k in changed for f in ("mtu", "deviceType"))
+    if not (firmware or removed or drains):
         yield Change(
             id="fabric.sriov",
             cls="rolling",
-            what=f"SR-IOV node policies: {_names(changed)} (no VF count, link type or MTU rise)",
+            what=f"SR-IOV node policies: {_names(changed)} (no VF count, link type, MTU or device type change)",
             consequence="the config daemon applies it without a drain; running pods keep their VFs",
             upstream=(UPSTREAM["sriov-drain"],),
             keys=keys,
@@ -183,7 +196,7 @@ def _sriov(c: Ctx) -> Iterator[Change]:
         return
     n = c.nodes
     pace = at_a_time(c.new_facts.get("sriovMaxUnavailable"), n)
-    rounds = math.ceil(n / pace) if n else 0
+    rounds = math.ceil(n / pace) if n and pace else 0
     why = (
         "rewrites the ConnectX firmware (SR-IOV, VF count, link type) and reboots"
         if firmware
@@ -195,9 +208,8 @@ def _sriov(c: Ctx) -> Iterator[Change]:
         cls="disruptive",
         what=f"SR-IOV node policies: {', '.join(parts)} ({_names(added + removed + changed)})",
         consequence=(
-            f"the SR-IOV operator {why} each GPU node: {n} GPU nodes, {pace} at a time ({rounds} rounds; "
-            f"each node is without VFs from its drain until it is back); the drain knows nothing of gangs, so "
-            f"{gangs_text(c.gangs())}"
+            f"the SR-IOV operator {why} each GPU node: {n} GPU nodes, {_pace(pace, rounds)}; the drain knows "
+            f"nothing of gangs, so {gangs_text(c.gangs())}"
         ),
         upstream=(UPSTREAM["sriov-reboot" if firmware else "sriov-drain"], UPSTREAM["sriov-pace"]),
         keys=keys,
@@ -215,7 +227,10 @@ def _sriov_pool(c: Ctx) -> Iterator[Change]:
             id="fabric.rdma-mode",
             cls="disruptive",
             what=f"RDMA namespace mode {old.get('rdmaMode')} -> {new.get('rdmaMode')}",
-            consequence=f"a kernel module option: reboots {n} GPU nodes, {pace} at a time; {gangs_text(c.gangs())}",
+            consequence=(
+                f"a kernel module option: reboots {n} GPU nodes, {_pace(pace, math.ceil(n / pace) if pace else 0)}; "
+                f"{gangs_text(c.gangs())}"
+            ),
             upstream=(UPSTREAM["sriov-rdma-mode"], UPSTREAM["sriov-pace"]),
             keys=c.keys("fabric."),
         )
@@ -235,6 +250,7 @@ def _nic_operands(c: Ctx) -> Iterator[Change]:
     if old is None or new is None:
         return
     added, removed, changed = _diff(old, new)
+    # The DOCA driver's own template (ofedDriver, and the placement it shares) is the rule below.
     operands = [o for o in added + removed + changed if o != "ofedDriver"]
     if operands:
         gone = f"; {', '.join(removed)} removed: pods that need it no longer start" if removed else ""
@@ -249,19 +265,27 @@ def _nic_operands(c: Ctx) -> Iterator[Change]:
             upstream=(UPSTREAM["nic-operands"],),
             keys=c.keys("fabric.", "gpu."),
         )
-    if c.old.get("ofedDriver") != c.new.get("ofedDriver") and (c.old.get("ofedDriver") or c.new.get("ofedDriver")):
+    old_driver, new_driver = c.old.get("ofedDriver") or {}, c.new.get("ofedDriver") or {}
+    if old_driver and new_driver and old_driver != new_driver:
+        version = (
+            f" {old_driver.get('version')} -> {new_driver.get('version')}"
+            if old_driver.get("version") != new_driver.get("version")
+            else " (its pod template: env, tolerations or node placement)"
+        )
         yield Change(
             id="network.doca-driver",
             cls="disruptive",
-            what=f"DOCA driver {c.old.get('ofedDriver')} -> {c.new.get('ofedDriver')}",
+            what=f"DOCA driver{version}",
             consequence=(
-                f"the driver DaemonSet is OnDelete: with the operator's upgrade policy it drains and reloads the NIC "
-                f"driver on each of {c.nodes} GPU nodes (every RDMA device of the node goes away meanwhile), without "
-                f"it nothing changes until its pods are deleted and the NicClusterPolicy stays not ready (so `pulumi "
-                f"up` times out); {gangs_text(c.gangs())}"
+                f"its DaemonSet is OnDelete and any change to its pod template is an upgrade: the operator takes "
+                f"the {c.nodes} GPU nodes one at a time: cordons one, waits for the fastpath training pods on it to "
+                f"finish, drains the rest, reloads the NIC driver (every RDMA device of the node goes away "
+                f"meanwhile) and uncordons it. A running gang is not hit, but it holds the single upgrade slot with "
+                f"its node cordoned for as long as it runs, and every other node waits; `pulumi up` may time out "
+                f"waiting for the policy to be ready while the rollout goes on"
             ),
             upstream=(UPSTREAM["doca-driver"],),
-            keys=c.keys("gpu.hostMofed", "versions.networkOperator"),
+            keys=c.keys("gpu.", "checkpoints.nfs", "versions.networkOperator"),
         )
 
 
@@ -328,8 +352,8 @@ def _charts(c: Ctx) -> Iterator[Change]:
                     f"the GPU Operator's upgrade controller reinstalls the driver on {c.nodes} GPU nodes, "
                     f"{c.facts.get('driverUpgradesAtOnce', 1)} at a time: each node is cordoned, then waits for the "
                     f"training pods on it to finish (driver.upgradePolicy.waitForCompletion), then its GPU pods are "
-                    f"evicted and the driver reloaded; a running gang is not hit, but each node it frees stays "
-                    f"cordoned until upgraded, and a node with no fastpath pod is upgraded at once"
+                    f"evicted and the driver reloaded. A running gang is not hit, but the nodes are taken in list "
+                    f"order: a node whose gang runs for days holds the slot, cordoned, and every other node waits"
                 ),
                 upstream=(UPSTREAM["gpu-driver"],),
                 keys=c.keys("versions.gpuOperator"),
@@ -367,16 +391,24 @@ def _charts(c: Ctx) -> Iterator[Change]:
 
 def _driver_mode(c: Ctx) -> Iterator[Change]:
     old, new = c.old.get("gpuDriver") or {}, c.new.get("gpuDriver") or {}
-    if old and new and old != new:
-        yield Change(
-            id="gpu.driver",
-            cls="disruptive",
-            what=f"GPU driver {'managed by the GPU Operator' if new.get('managed') else 'preinstalled'} (was "
-            f"{'managed' if old.get('managed') else 'preinstalled'})",
-            consequence=f"the driver is (un)installed on every GPU node under running pods; {gangs_text(c.gangs())}",
-            upstream=(UPSTREAM["gpu-driver"],),
-            keys=c.keys("gpu.driverPreinstalled", "components.gpuOperator"),
-        )
+    if not old or not new or old == new:
+        return
+    if old.get("managed") != new.get("managed"):
+        now, was = ("managed", "preinstalled") if new.get("managed") else ("preinstalled", "managed")
+        what = f"GPU driver {now} (was {was})"
+    else:
+        what = f"GPU driver's GPUDirect module: {'nvidia-peermem' if new.get('peermem') else 'none (DMA-BUF)'}"
+    yield Change(
+        id="gpu.driver",
+        cls="disruptive",
+        what=what,
+        consequence=(
+            "the driver DaemonSet's install changes (DriverInstallState digest): the upgrade controller takes the "
+            f"GPU nodes one at a time as for a new driver; {gangs_text(c.gangs())}"
+        ),
+        upstream=(UPSTREAM["gpu-driver"],),
+        keys=c.keys("gpu.driverPreinstalled", "gpu.gpuDirect", "components.gpuOperator"),
+    )
 
 
 def _volcano(c: Ctx) -> Iterator[Change]:
@@ -431,11 +463,16 @@ def _volcano(c: Ctx) -> Iterator[Change]:
         )
     caps = [q for q in changed if q not in shares]
     if caps:
+        victims = set(caps) | {q for q, v in new.items() if v.get("reclaimable")}
         yield Change(
             id="scheduler.capability",
-            cls="no-op",
+            cls="disruptive",
             what="queue GPU caps: " + ", ".join(f"{q} {old[q].get('gpus')} -> {new[q].get('gpus')}" for q in caps),
-            consequence="a cap gates new allocations only: running gangs over a lowered cap keep running",
+            consequence=(
+                "proportion caps a queue's deserved share at its capability: a queue now holding more than its "
+                "share (a lowered cap, or another queue's raised one) has its running gangs taken by a starving "
+                f"reclaimable queue's gang; {gangs_text(c.gangs(victims), 'reclaimed')}"
+            ),
             upstream=(UPSTREAM["volcano-capability"],),
             keys=c.keys("scheduler.queues"),
         )
@@ -533,10 +570,11 @@ def _jobs(c: Ctx) -> Iterator[Change]:
             yield Change(
                 id=f"jobs.{key}",
                 cls="disruptive",
-                what=f"job {key}: its rendezvous store (placement, budget or image)",
+                what=f"job {key}: its rendezvous store (kind, placement, budget or image)",
                 consequence=(
-                    f"the store's Deployment is Recreate: its pod restarts, every torchrun agent of the running "
-                    f"{g['nodes']}-node gang loses the store and the run fails; resubmit it from its checkpoint"
+                    "the store is replaced (a Job's pod template cannot change in place): its pod goes, every "
+                    f"torchrun agent of the running {g['nodes']}-node gang loses the store and the run fails; "
+                    "resubmit it from its checkpoint"
                 ),
                 upstream=(UPSTREAM["store-recreate"],),
                 keys=keys,
@@ -546,7 +584,7 @@ def _jobs(c: Ctx) -> Iterator[Change]:
             yield Change(
                 id=f"jobs.{key}",
                 cls="no-op",
-                what=f"job {key}: what the operator reads when it ends (runPolicy TTL, cleanPodPolicy)",
+                what=f"job {key}: its labels and annotations, or what the operator reads when it ends",
                 consequence="patched in place: a running gang is untouched",
                 upstream=(UPSTREAM["job-replace"],),
                 keys=keys,
@@ -672,16 +710,38 @@ class Impact:
         return max((c.cls for c in self.changes), key=CLASSES.index, default=None)
 
 
+UNKNOWN = "previous-state"
+
+
+def unknown_previous(new: Mapping[str, Any], why: str) -> Impact:
+    """An impact that cannot be told: the update is refused until acknowledged, never waved through."""
+    change = Change(
+        id=UNKNOWN,
+        cls="destructive",
+        what=f"the last deployment's state cannot be compared: {why}",
+        consequence=(
+            "what this update does to the running cluster cannot be told here: compare the render of the deployed "
+            "commit with this one (`make diff OLD=<that render> NEW=<this stack file>`), then acknowledge"
+        ),
+        upstream=(),
+    )
+    return Impact(changes=(replace(change, fingerprint=digest([UNKNOWN, canonical(new).get("facets")])[:8]),))
+
+
 def impact(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Impact:
     """What going from state `old` (None: never deployed) to state `new` does to the running cluster."""
     if not old:
         return Impact(first=True)
-    old, new = canonical(old), canonical(new)
     if old.get("schema") != SCHEMA:
-        return Impact(
-            notes=(f"the previous state has schema {old.get('schema')}, this fastpath {SCHEMA}: not compared",)
-        )
+        return unknown_previous(new, f"it has state schema {old.get('schema')}, this fastpath writes {SCHEMA}")
+    old, new = canonical(old), canonical(new)
     old_cfg, new_cfg = old.get("config") or {}, new.get("config") or {}
     changed_keys = tuple(sorted(k for k in set(old_cfg) | set(new_cfg) if old_cfg.get(k) != new_cfg.get(k)))
     ctx = Ctx(old["facets"], new["facets"], old.get("facts") or {}, new.get("facts") or {}, changed_keys)
-    return Impact(changes=tuple(ch for rule in RULES for ch in rule(ctx)))
+    changes = [ch for rule in RULES for ch in rule(ctx)]
+    return Impact(
+        changes=tuple(
+            replace(ch, fingerprint=digest([ch.id, ch.cls, ch.what, {k: new_cfg.get(k) for k in ch.keys}])[:8])
+            for ch in changes
+        )
+    )

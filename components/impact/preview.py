@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 
 from components.impact import ack
-from components.impact.model import Impact, impact
+from components.impact.model import Impact, impact, unknown_previous
 from components.impact.state import snapshot
 from components.model.stack import StackConfig
 
@@ -23,20 +23,31 @@ DEFAULT_ORGANIZATION = "organization"
 
 
 def self_reference(stack: str, project: str = "fastpath", organization: str | None = None) -> str:
-    return f"{organization or DEFAULT_ORGANIZATION}/{project}/{stack}"
+    """This stack's name for a StackReference: fully qualified on a backend with organizations; the bare stack
+    name on a self-managed one (its legacy layout refuses `organization/<project>/<stack>`; both layouts read the
+    bare name as a stack of the current project)."""
+    if organization in (None, "", DEFAULT_ORGANIZATION):
+        return stack
+    return f"{organization}/{project}/{stack}"
+
+
+def _output(ref: pulumi.StackReference, name: str) -> Any:
+    from pulumi.runtime.sync_await import _sync_await
+
+    # Synchronously, like the SDK's own invokes: the refusal must come before any cluster resource is registered.
+    details = _sync_await(ref.get_output_details(name))
+    return details.value if details.value is not None else details.secret_value
 
 
 def previous_state() -> dict[str, Any] | None:
-    """The `state` output of this stack's last deployment, or None (never deployed, or deployed by a fastpath
-    that did not export it)."""
-    from pulumi.runtime.sync_await import _sync_await
-
+    """The `state` output of this stack's last deployment; None when it was never deployed; `{"schema": None}`
+    when it was deployed by a fastpath that did not export one (its `profile` output is there)."""
     name = self_reference(pulumi.get_stack(), pulumi.get_project(), pulumi.get_organization())
     ref = pulumi.StackReference("fastpath-last-deployment", stack_name=name)
-    # Synchronously, like the SDK's own invokes: the refusal must come before any cluster resource is registered.
-    details = _sync_await(ref.get_output_details(STATE_OUTPUT))
-    value = details.value if details.value is not None else details.secret_value
-    return value if isinstance(value, dict) else None
+    value = _output(ref, STATE_OUTPUT)
+    if isinstance(value, dict):
+        return value
+    return {"schema": None} if _output(ref, "profile") is not None else None
 
 
 def check(cfg: StackConfig, source: str) -> tuple[dict[str, Any], Impact]:
@@ -44,10 +55,9 @@ def check(cfg: StackConfig, source: str) -> tuple[dict[str, Any], Impact]:
     new = snapshot(cfg.platform, cfg.jobs)
     try:
         old = previous_state()
-    except Exception as err:  # noqa: BLE001 - an unreadable previous state must not stop every update
-        pulumi.log.warn(f"impact: could not read this stack's last deployment ({err}); the change is not classified")
-        return new, Impact(notes=("previous state unreadable",))
-    imp = impact(old, new)
+        imp = impact(old, new)
+    except Exception as err:  # noqa: BLE001 - unreadable: refused like an unknown state, with the reason
+        imp = unknown_previous(new, f"reading it failed ({type(err).__name__}: {str(err)[:200]})")
     for line in ack.warnings(imp, cfg.acknowledge):
         pulumi.log.warn(line)
     if missing := ack.unacknowledged(imp, cfg.acknowledge):

@@ -34,7 +34,7 @@ from components.platform import (
 )
 
 # Bumped when the shape of the state changes: an older state is then compared as "unknown" (no impact claimed).
-SCHEMA = 1
+SCHEMA = 2
 
 
 def digest(value: Any) -> str:
@@ -62,11 +62,14 @@ def _network_facets(p: PlatformConfig) -> dict[str, Any]:
     ncp = network_operator.nic_cluster_policy(p)["spec"]
     # Per operand: each is its own DaemonSet, restarted on its own when its part of the spec changes.
     out["nicClusterPolicy"] = {operand: digest(spec) for operand, spec in sorted(ncp.items())}
-    out["ofedDriver"] = (ncp.get("ofedDriver") or {}).get("version")
-    out["ipPools"] = _by_name(network_operator.ip_pools(p), ("subnet", "perNodeBlockSize"))
+    if "ofedDriver" in ncp:
+        # The driver DaemonSet's template: its own spec and the placement every operand shares.
+        template = [ncp["ofedDriver"], ncp.get("tolerations"), ncp.get("nodeAffinity")]
+        out["ofedDriver"] = {"version": ncp["ofedDriver"].get("version"), "template": digest(template)}
+    out["ipPools"] = _by_name(network_operator.ip_pools(p), ("subnet", "perNodeBlockSize", "nodeSelector"))
     if f.attachment_row is not None and f.attachment_row.sriov_operator:
         out["sriovPolicies"] = _by_name(
-            sriov.node_policies(p), ("numVfs", "nicSelector", "linkType", "isRdma", "deviceType", "mtu")
+            sriov.node_policies(p), ("numVfs", "nicSelector", "linkType", "isRdma", "deviceType", "mtu", "nodeSelector")
         )
         pool = sriov.pool_config(p)["spec"]
         out["sriovPool"] = {"rdmaMode": pool.get("rdmaMode"), "maxUnavailable": pool.get("maxUnavailable")}
@@ -89,10 +92,9 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
     if c.checkpoint_storage and p.checkpoints is not None and p.checkpoints.nfs is not None:
         out["csi-driver-nfs"] = {"version": p.versions.csi_driver_nfs, "values": digest(checkpoints.values(p))}
     if p.training_operator_enabled:
-        out["training-operator"] = {
-            "version": p.versions.training_operator,
-            "values": digest(training_operator.kustomization(p)),
-        }
+        # The kustomization without its source URL: the ref is the version, whichever form fetches it.
+        kustomization = {k: v for k, v in training_operator.kustomization(p).items() if k != "resources"}
+        out["training-operator"] = {"version": p.versions.training_operator, "values": digest(kustomization)}
     if make_profile(p).trainer is not None:
         out["trainer"] = {"version": p.versions.trainer, "values": digest(trainer.values(p))}
     return out
@@ -109,9 +111,10 @@ def _jobs(p: PlatformConfig, jobs: list[JobSpec]) -> tuple[dict[str, Any], dict[
         rest = {k: v for k, v in obj["spec"].items() if k != "runPolicy"}
         run_policy = {k: v for k, v in (obj["spec"].get("runPolicy") or {}).items() if f"runPolicy.{k}" not in IN_PLACE}
         # What a change replaces the job for, and what is patched in place (components/jobs/component.py).
-        objs[key] = {"replace": digest([obj["metadata"], rest, run_policy]), "inPlace": digest(in_place_part(obj))}
+        objs[key] = {"replace": digest([rest, run_policy]), "inPlace": digest([obj["metadata"], in_place_part(obj)])}
         if spec.framework == "pytorch" and r.api == "v1":
-            # Its rendezvous store: a Recreate Deployment, so any change restarts it under the running job.
+            # Its rendezvous store: a Job whose pod template cannot change in place, so any change replaces it
+            # (and a change of its kind, from the Deployment it once was, too) under the running job.
             store = rendezvous(r)
             objs[key]["store"] = digest([o.get("spec") for o in store])
         carries_on, outcome = drain_outcome(r)
@@ -136,7 +139,10 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
             o["metadata"]["name"]: o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
             for o in component.training_namespaces(p)
         },
-        "gpuDriver": {"managed": c.gpu_operator and not p.gpu.driver_preinstalled},
+        "gpuDriver": {
+            "managed": c.gpu_operator and not p.gpu.driver_preinstalled,
+            "peermem": c.gpu_operator and not p.gpu.driver_preinstalled and p.gpu.gpu_direct == "peermem",
+        },
         "charts": _charts(p),
         **_network_facets(p),
         # The script, not how many namespaces carry it.

@@ -114,7 +114,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
         self.rendezvous = []
         if args.spec.framework == "pytorch" and resolved.api == "v1":
-            # Owned by the job: deleted with it (ttlSecondsAfterFinished, kubectl delete), never left behind.
+            # Owned by the job: deleted with it (kubectl delete, a replacement), never left behind.
             owner = self.job.metadata.apply(
                 lambda m: [
                     {
@@ -125,7 +125,20 @@ class TrainingJob(pulumi.ComponentResource):
                     }
                 ]
             )
+            # A replaced job is a new owner: the old job's foreground deletion has taken these objects along, so an
+            # update would find nothing (404) and fail the `up`. Replaced too, deleted first (a delete of what is
+            # already gone succeeds), they come back for the new job.
             for m in rendezvous(resolved):
                 m["metadata"]["ownerReferences"] = owner
-                self.rendezvous.append(k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
+                self.rendezvous.append(
+                    k8s.apply(
+                        m,
+                        pulumi.ResourceOptions(
+                            parent=self,
+                            depends_on=depends_on,
+                            replace_on_changes=["metadata.ownerReferences"],
+                            delete_before_replace=True,
+                        ),
+                    )
+                )
         self.register_outputs({"contract": self.contract})

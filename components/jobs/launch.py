@@ -70,13 +70,27 @@ MPI_LAUNCH = program(HERE / "mpi_launcher_v2.sh", {"MPI_FAILURE_GRACE": MPI_FAIL
 
 # The c10d store torchrun agents rendezvous on, served by a pod of its own: PID 1 must handle SIGTERM itself.
 # Python for `python -c`, so text here: as a .py file ruff would split its imports, which is a change of the render.
+# It ends itself once the run is over: the agents rewrite the rendezvous state (key `torch.rendezvous.<run id>`,
+# torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py) at every keep-alive, a few seconds apart, so a
+# state unchanged for FASTPATH_RDZV_IDLE_SECONDS after the first one means no agent is left. It then exits 0 and its
+# batch Job completes, so a finished job's store holds no node (its budget protects a running pod only). Terminated
+# (an eviction, a deleted pod) it exits 1: the Job makes a new one, as a Deployment would.
 RDZV_STORE = """\
 import os, signal, sys, time
 import torch.distributed as dist
 port = int(os.environ["FASTPATH_RDZV_PORT"])
+key = "torch.rendezvous." + os.environ["FASTPATH_RDZV_ID"]
+idle = float(os.environ["FASTPATH_RDZV_IDLE_SECONDS"])
 store = dist.TCPStore("0.0.0.0", port, is_master=True, multi_tenant=True, wait_for_workers=False)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 print(f"c10d rendezvous store listening on :{port}", flush=True)
+last, since = None, time.monotonic()
 while True:
-    time.sleep(3600)
+    time.sleep(min(60.0, idle / 4))
+    state = store.get(key) if store.check([key]) else None
+    if state != last:
+        last, since = state, time.monotonic()
+    elif last is not None and time.monotonic() - since > idle:
+        print(f"no rendezvous keep-alive for {idle:.0f}s: the run is over", flush=True)
+        sys.exit(0)
 """

@@ -33,6 +33,12 @@ RDZV_PORT = 29400
 # How long survivors wait for a replacement pod before the job fails and frees its nodes: the kubelet's
 # not-ready eviction (300 s by default), Volcano placing the new pod and an image already on the node.
 RDZV_JOIN_TIMEOUT = 900
+# How long the store waits without a keep-alive before it ends (launch.RDZV_STORE): twice the time a replacement
+# agent may take to join, so a run that re-forms is never cut short.
+RDZV_IDLE_SECONDS = 2 * RDZV_JOIN_TIMEOUT
+# Failed store pods a store Job tolerates: every eviction or lost node is one; the Job must not give up while the
+# run it serves goes on.
+STORE_BACKOFF_LIMIT = 1000
 RDZV_READ_TIMEOUT = 600
 CLEAN_POD_POLICY = "Running"
 V1_KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tensorflow": "TFJob"}
@@ -60,9 +66,10 @@ def rdzv_host(r: Resolved) -> str:
 
 
 def rendezvous(r: Resolved) -> list[dict]:
-    """The rendezvous store of a PyTorchJob: a one-CPU Deployment and its Service `<job>-rdzv`. Not a training pod,
+    """The rendezvous store of a PyTorchJob: a one-CPU batch Job and its Service `<job>-rdzv`. Not a training pod,
     so it runs whatever subset of an elastic gang Volcano admits, and a lost GPU node never takes the store with
-    it. TrainingJob makes the job its owner, so it goes when the job is deleted."""
+    it. It ends itself once no agent has kept the rendezvous alive for RDZV_IDLE_SECONDS (the run is over).
+    TrainingJob makes the job its owner, so it goes when the job is deleted."""
     name = rdzv_host(r)
     labels = job_labels(r, "rendezvous")
     selector = {JOB_LABEL: r.spec.name, ROLE_LABEL: "rendezvous"}
@@ -73,7 +80,11 @@ def rendezvous(r: Resolved) -> list[dict]:
                 "name": "rendezvous",
                 "image": r.spec.image,
                 "command": ["python", "-c", RDZV_STORE],
-                "env": [{"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)}],
+                "env": [
+                    {"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)},
+                    {"name": "FASTPATH_RDZV_ID", "value": r.spec.name},  # the job's rdzvId
+                    {"name": "FASTPATH_RDZV_IDLE_SECONDS", "value": str(RDZV_IDLE_SECONDS)},
+                ],
                 "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
                 "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
                 "resources": {"limits": small, "requests": dict(small)},
@@ -125,15 +136,19 @@ def rendezvous(r: Resolved) -> list[dict]:
                 "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
             }
         ]
+    # A batch Job, not a Deployment: the store ends when the run does (RDZV_STORE), and a Job whose pod succeeded
+    # is complete, so a finished job's store holds no node, and its budget no drain. A failed or evicted store pod
+    # is made again (OnFailure, and a backoff limit no store reaches).
+    pod["restartPolicy"] = "OnFailure"
     return [
         {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
+            "apiVersion": "batch/v1",
+            "kind": "Job",
             "metadata": meta,
             "spec": {
-                "replicas": 1,
-                "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": selector},
+                "completions": 1,
+                "parallelism": 1,
+                "backoffLimit": STORE_BACKOFF_LIMIT,
                 "template": {
                     "metadata": {
                         "labels": labels,

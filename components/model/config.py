@@ -595,6 +595,13 @@ class PlatformConfig(Model):
                 f"trainingNamespaces {taken} is a system or platform namespace (fastpath would label "
                 "it for training and put networks and claims in it): use namespaces of their own"
             )
+        pace = self.fabric.sriov_max_unavailable
+        if isinstance(pace, str) and self.nodes.count * int(pace[:-1]) // 100 == 0:
+            raise ValueError(
+                f"fabric.sriovMaxUnavailable {pace} of {self.nodes.count} nodes rounds down to 0 (the SR-IOV operator "
+                "rounds a percentage down and then drains no node at all, so VFs are never configured): give a "
+                "count, or a larger percentage"
+            )
         v = self.versions
         if (
             self.network_operator_enabled

@@ -23,6 +23,7 @@ from components.model.profile import profile as make_profile
 
 NAMESPACE = "fastpath"
 ACK_CLASSES = get_args(ChangeClass)
+ACK_VALUE = re.compile(rf"^({'|'.join(ACK_CLASSES)}) [0-9a-f]{{8}}$")
 KNOWN_KEYS = ("platform", "jobs", "acknowledge")
 
 
@@ -31,7 +32,8 @@ class StackConfig(Model):
 
     platform: PlatformConfig
     jobs: list[JobSpec] = []
-    acknowledge: dict[str, ChangeClass] = {}
+    acknowledge: dict[str, str] = {}
+    """Change id -> `<class> <fingerprint>`, as the impact prints it (components/impact/ack.py)."""
 
 
 SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
@@ -85,12 +87,13 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     if not isinstance(jobs, list):
         raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
     acks = raw.get("acknowledge") or {}
-    if not isinstance(acks, dict) or any(v not in ACK_CLASSES for v in acks.values()):
+    if not isinstance(acks, dict) or not all(isinstance(v, str) and ACK_VALUE.match(v) for v in acks.values()):
         raise ConfigError(
             source,
             [
-                f"{NAMESPACE}:acknowledge: must map a change id (as the impact prints it) to the class it was told "
-                f"as ({' or '.join(ACK_CLASSES)}), for example `fabric.sriov: disruptive`"
+                f"{NAMESPACE}:acknowledge: must map a change id to the class and fingerprint the impact printed for "
+                f"it ({' or '.join(ACK_CLASSES)}, a space, 8 hex digits), for example `fabric.sriov: disruptive "
+                "3f9a1c2e`: copy the lines `pulumi preview` or `make diff` prints"
             ],
         )
     return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source), acknowledge=acks)

@@ -11,6 +11,7 @@ import pulumi
 from components import k8s, versions
 from components.fabric import addressing
 from components.fabric import wiring as fab
+from components.jobs.resolve import ROLE_LABEL
 from components.model.config import PlatformConfig
 from components.platform import networks
 
@@ -91,8 +92,16 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
         spec["ofedDriver"] = {
             **_image("doca-driver", versions.DOCA_DRIVER_VERSIONS[platform.versions.network_operator]),
             # maxParallelUpgrades 1 is the CRD's default, pinned: a driver upgrade restarts the RDMA stack, so
-            # one node at a time.
-            "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1},
+            # one node at a time. Before it, the node waits for the training pods on it to finish (fastpath's role
+            # label, as the GPU driver's upgrades do), then drains what is left; without these the operator only
+            # cordons and restarts the driver under running RDMA pods (network-operator@v26.4.1:
+            # api/v1alpha1/utils.go GetDriverUpgradePolicy passes a nil drain and wait through).
+            "upgradePolicy": {
+                "autoUpgrade": True,
+                "maxParallelUpgrades": 1,
+                "waitForCompletion": {"podSelector": ROLE_LABEL},
+                "drain": {"enable": True, "deleteEmptyDir": True},
+            },
         }
         if env := ofed_env(platform):
             spec["ofedDriver"]["env"] = env

@@ -83,8 +83,10 @@ INIT_CONTAINER_TEMPLATE = (
 
 def overlay_url(ref: str) -> str:
     """The overlay at `ref` in the form kustomize's remote loader fetches: `//` before the folder and `?ref=`
-    (`git fetch --depth=1 <repository> <ref>`; tests/test_training_operator.py watches kustomize do it)."""
-    return f"{versions.TRAINING_OPERATOR_REPO}//{versions.TRAINING_OPERATOR_OVERLAY_PATH}?ref={ref}"
+    (`git fetch --depth=1 <repository> <ref>`; tests/test_training_operator.py watches kustomize do it), at the
+    commit the ref names where fastpath knows it (versions.TRAINING_OPERATOR_COMMITS)."""
+    commit = versions.TRAINING_OPERATOR_COMMITS.get(ref, ref)
+    return f"{versions.TRAINING_OPERATOR_REPO}//{versions.TRAINING_OPERATOR_OVERLAY_PATH}?ref={commit}"
 
 
 def manager_flags(platform: PlatformConfig) -> list[str]:

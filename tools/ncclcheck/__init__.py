@@ -1,10 +1,13 @@
 """Read NCCL_DEBUG=INFO logs and nccl-tests output and say what happened, and whether it is the fast path.
 
-    python -m tools.ncclcheck LOG... [--expect ib|roce|efa|socket|local] [--min-busbw GBPS] [--warn-busbw GBPS]
-                              [--ranks N] [--section NODES] [--bootstrap IFACE] [--allow-no-gdr] [--format text|json]
+    python -m tools.ncclcheck LOG... [--expect TRANSPORT] [--min-busbw GBPS] [--warn-busbw GBPS] [--ranks N]
+                              [--section NODES] [--bootstrap IFACE] [--allow-no-gdr] [--format text|json]
+
+TRANSPORT is one a fabric kind of components/fabric/kinds.py names, or `local` (`-h` lists them).
 
 Reports the transport each channel used (NET/IB with or without GDRDMA, the HPC-X plugin's NET/IBext*, aws-ofi-nccl's
-NET/Libfabric, NET/AWS Libfabric and NET/OFI, NET/Socket, P2P, SHM), whether any rank fell back to Socket, nranks and
+NET/Libfabric, NET/AWS Libfabric and NET/OFI, a kind's own net plugin's modules (kinds.py `net_modules`), NET/Socket,
+P2P, SHM), whether any rank fell back to Socket, nranks and
 how many ranks reached "Init COMPLETE", the NCCL version, the average and peak bus bandwidth with the message size at
 the peak, and known failure lines. RoCE is told from InfiniBand by the link layer of the devices NCCL lists
 (`mlx5_0:1/RoCE`), whichever verbs module (IB, IBext_v8, ...) drives them.
