@@ -1,6 +1,7 @@
 """Plain helpers the component test files share: a committed stack's platform with changes, registrations by
 type, and the taints several charts are told to tolerate."""
 
+from components.fabric import kinds
 from components.model.config import PlatformConfig
 from tests.conftest import stack_platform
 
@@ -37,3 +38,29 @@ def regs(run, type_suffix):
 # Tolerations of the GPU nodes' taint: the default `nvidia.com/gpu` and a custom `gpu.taintKey: dedicated`.
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 DEDICATED = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+
+
+DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+
+
+def stack_input(kind: str, attachment: str | None, **fabric_extra) -> dict:
+    """prod-ib's cluster (DGX H100 nodes) on one row of the fabric-kind table, with what the row's columns ask of
+    the stack file. The one place a kind's own stack keys are written for the table-wide tests (test_kinds,
+    test_trainer): a kind with keys of its own is taught here, once."""
+    row = kinds.KINDS[kind]
+    p = stack_platform("prod-ib")
+    fab: dict = {"kind": kind}
+    if row.rails:
+        fab["rails"] = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400} for i, h in enumerate(DGX)]
+    if row.node_resource is not None:
+        fab["efaDevicesPerNode"] = 32
+    if attachment is not None:
+        fab["attachment"] = attachment
+    p["fabric"] = {**fab, **fabric_extra}
+    if attachment is not None and kinds.ATTACHMENTS[attachment].host_network:
+        p["fabric"].setdefault("podInterface", "bond0")
+    if not row.rdma:
+        p["gpu"]["gpuDirect"] = "none"
+    if not row.rails:
+        p["checkpoints"]["nfs"]["rdma"] = False  # NFS over RDMA rides the rails
+    return p

@@ -27,30 +27,8 @@ from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import network_operator, networks
 from tests.conftest import schema_problems, stack_platform
+from tests.helpers import DGX, stack_input
 from tools import lint
-
-DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
-
-
-def stack_input(kind: str, attachment: str | None, **fabric_extra) -> dict:
-    """prod-ib's cluster (DGX H100 nodes) on one row of the table, with what the row's columns ask of the stack file."""
-    row = kinds.KINDS[kind]
-    p = stack_platform("prod-ib")
-    fab: dict = {"kind": kind}
-    if row.rails:
-        fab["rails"] = [{"hca": h, "interface": f"ibp{i}s0", "subnet": f"10.{100 + i}.0.0/20", "speedGbps": 400} for i, h in enumerate(DGX)]
-    if row.node_resource is not None:
-        fab["efaDevicesPerNode"] = 32
-    if attachment is not None:
-        fab["attachment"] = attachment
-    p["fabric"] = {**fab, **fabric_extra}
-    if attachment is not None and kinds.ATTACHMENTS[attachment].host_network:
-        p["fabric"].setdefault("podInterface", "bond0")
-    if not row.rdma:
-        p["gpu"]["gpuDirect"] = "none"
-    if not row.rails:
-        p["checkpoints"]["nfs"]["rdma"] = False  # NFS over RDMA rides the rails
-    return p
 
 
 def platform_with(kind: str, attachment: str | None, **fabric_extra) -> PlatformConfig:

@@ -25,7 +25,7 @@ from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import trainer
 from tests.conftest import schema_problems, stack_platform
-from tests.helpers import DROP, changed
+from tests.helpers import DROP, changed, stack_input
 from tests.posix_sh import DASH, needs_dash
 from tools import upstream
 
@@ -206,30 +206,17 @@ def test_v1_stacks_install_no_trainer(stack_name, rendered):
 
 # ------------------------------------------------------------------------------------------- runtimes
 
-DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
-
-
-def rails(subnets: bool):
-    return [{"hca": h, "interface": f"ibp{i}", "speedGbps": 400, **({"subnet": f"10.{i}.0.0/16"} if subnets else {})} for i, h in enumerate(DGX)]
-
 
 def fabric_case(kind: kinds.Kind, attachment: kinds.AttachmentKind | None) -> tuple[str, dict, str | None, bool]:
-    """(id, fabric, RDMA resource of rail 0, Multus networks) for one row of components/fabric/kinds.py, built from
-    the row's columns: a new kind or attachment is a case here without an edit (a kind with stack keys of its own
-    fails validation in v2_profile until it has them below)."""
-    fab: dict = {"kind": kind.name}
+    """(id, fabric, RDMA resource of rail 0, Multus networks) for one row of components/fabric/kinds.py: the
+    fabric of tests/helpers.py stack_input (where a kind's own stack keys are written), what the pod must get
+    read off the row's columns."""
+    fab = stack_input(kind.name, attachment.name if attachment else None)["fabric"]
     resource = kind.node_resource
     networks = False
     if attachment is not None:
-        fab["attachment"] = attachment.name
-        # A pod's own address on a rail (a network attachment, or a RoCE GID) needs the rail's subnet.
-        fab["rails"] = rails(attachment.secondary_network or kind.gid_from_address)
-        if attachment.host_network:
-            fab["podInterface"] = "bond0"
         resource = f"{attachment.resource_prefix}/{attachment.resource_stem}_rail0"
         networks = attachment.secondary_network
-    if kind.node_resource is not None:
-        fab["efaDevicesPerNode"] = 32
     return f"{kind.name}-{attachment.name}" if attachment else kind.name, fab, resource, networks
 
 
@@ -238,10 +225,10 @@ FABRICS = [fabric_case(k, kinds.ATTACHMENTS[a]) for k in kinds.KINDS.values() fo
 
 
 def test_fabric_cases_are_the_ones_a_reader_expects():
-    """The generator above, pinned on two rows a reader knows by heart (the rest follow from the columns)."""
+    """The generator above, pinned on rows a reader knows by heart (the rest follow from the columns)."""
     cases = {c[0]: c[1:] for c in FABRICS}
-    assert cases["infiniband-sriov"] == ({"kind": "infiniband", "attachment": "sriov", "rails": rails(True)}, "nvidia.com/sriov_rail0", True)
-    assert cases["roce-hostnetwork"] == ({"kind": "roce", "attachment": "hostnetwork", "rails": rails(True), "podInterface": "bond0"}, "rdma/shared_rail0", False)
+    assert cases["infiniband-sriov"][1:] == ("nvidia.com/sriov_rail0", True)
+    assert cases["roce-hostnetwork"][0]["podInterface"] == "bond0" and cases["roce-hostnetwork"][1:] == ("rdma/shared_rail0", False)
     assert cases["efa"] == ({"kind": "efa", "efaDevicesPerNode": 32}, "vpc.amazonaws.com/efa", False)
     assert len(FABRICS) == sum(len(k.attachments) or 1 for k in kinds.KINDS.values())
 
