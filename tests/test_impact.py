@@ -416,3 +416,22 @@ def test_edits_on_a_base(row, name, base, edit, change, cls):
     old = state_of(edited(name, base))
     got = {c.id: c.cls for c in impact(old, state_of(edited(name, {**base, **edit}))).changes}
     assert got.get(change) == cls, got
+
+
+def test_an_acknowledged_edit_renders_with_its_impact_in_the_summary(tmp_path, capsys):
+    """`make render` of a disruptive edit, acknowledged, against the committed render: it passes, prints the impact
+    and SUMMARY.md's section names each change, its class, what it does and the acknowledgment."""
+    changes = [c for c in vfs(4).changes if c.cls in ("disruptive", "destructive")]
+    text = (ROOT / "stacks" / "Pulumi.prod-ib.yaml").read_text().replace("vfsPerPf: 8", "vfsPerPf: 4")
+    text += "  fastpath:acknowledge:\n" + "".join(f"    {c.id}: {ack.ack_value(c)}\n" for c in changes)
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.prod-ib.yaml").write_text(text)
+    assert render.main(["--stack", "prod-ib", "--stacks-dir", str(stacks), "--out", str(tmp_path / "out")]) == 0
+    assert "impact against the committed render: worst destructive" in capsys.readouterr().out
+    summary = (tmp_path / "out" / "SUMMARY.md").read_text()
+    section = summary[summary.index("## Impact on the running cluster") :]
+    assert "Worst: **destructive**." in section
+    for c in changes:
+        assert f"`{c.id}: {ack.ack_value(c)}`" in section
+    assert "reboots each GPU node: 32 GPU nodes, 4 at a time" in section
