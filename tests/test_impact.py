@@ -435,3 +435,17 @@ def test_an_acknowledged_edit_renders_with_its_impact_in_the_summary(tmp_path, c
     for c in changes:
         assert f"`{c.id}: {ack.ack_value(c)}`" in section
     assert "reboots each GPU node: 32 GPU nodes, 4 at a time" in section
+
+
+@pytest.mark.parametrize("name", render.stack_names())
+def test_every_facet_of_a_state_is_read_by_a_rule(name):
+    """A facet state.py records and no rule reads would change unseen: FACETS_READ lists what the rules read, and
+    each name there is read by the source of some rule."""
+    import inspect
+
+    from components.impact import model
+
+    facets = set(state_of(stack_raw(name))["facets"])
+    assert facets <= set(model.FACETS_READ), facets - set(model.FACETS_READ)
+    source = "\n".join(inspect.getsource(rule) for rule in model.RULES)
+    assert all(f'"{f}"' in source for f in model.FACETS_READ), [f for f in model.FACETS_READ if f'"{f}"' not in source]
