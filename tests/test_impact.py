@@ -87,6 +87,8 @@ EDITS = [
         "drains (evicting every pod that requests an nvidia.com/ resource, GPUs included) each GPU node: 32 GPU nodes",
         ["sriov-drain"],
     ),
+    # A key written at its default changes nothing, not even the acceptance job's fingerprint of the fabric.
+    ("default-written", "prod-ib", {"fabric.podInterface": "eth0"}, None, {"acceptance": None}, None, "", []),
     ("drain-pace", "prod-ib", {"fabric.sriovMaxUnavailable": 8}, None, {"fabric.sriov-pace": "no-op", "acceptance": None}, "no-op", "drains nothing", ["sriov-pace"]),
     ("rail-subnet", "prod-ib", {"fabric.rails": lambda r: [{**r[0], "subnet": "10.101.0.0/20"}, *r[1:]]}, None, {"network.ip-pools": "destructive"}, "destructive", "duplicate addresses", ["ipam"]),
     (

@@ -68,7 +68,10 @@ def fabric_generation(profile: Profile) -> str:
     """A fingerprint of the stack's fabric (every fabric.* key): the acceptance job carries it in its pods' env, so
     a fabric edit is a new job spec and the job is replaced, i.e. the fabric is measured again. Node-level changes
     a version bump alone makes (a DOCA driver) do not move it."""
-    fabric = {k: v for k, v in profile.fabric.to_config().items() if k != "sriovMaxUnavailable"}  # pacing only
+    # Keys left at their defaults are out, so a key a later fastpath adds does not re-run every cluster's acceptance;
+    # the pace of SR-IOV drains is not the fabric.
+    written = profile.fabric.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    fabric = {k: v for k, v in written.items() if k != "sriovMaxUnavailable"}
     text = json.dumps(fabric, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
