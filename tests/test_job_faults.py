@@ -314,6 +314,7 @@ def test_sigterm_during_the_preflight_is_retryable_too(tmp_path):
     assert p.returncode == 143, out
 
 
+@pytest.mark.slow  # two real stores and a client, torch imported three times: about 15 s
 def test_the_store_ends_once_no_agent_keeps_the_rendezvous_alive(tmp_path):
     """The store (launch.RDZV_STORE) runs until the first rendezvous state appears and then until that state has
     not changed for FASTPATH_RDZV_IDLE_SECONDS: a run's agents rewrite it at every keep-alive
