@@ -61,7 +61,7 @@ typecheck: setup-test
 
 # pytest runs one worker per core (pytest-xdist): the suite is CPU-bound Python, and each worker renders the
 # committed stacks once for the tests it is given.
-PYTEST := $(PY) -m pytest -q -rs -n auto
+PYTEST := $(PY) -m pytest -q -rs -n auto --dist worksteal
 
 test: setup-test lint typecheck
 	@for s in $(STACKS); do $(PY) -m tools.render --stack $$s --check || exit 1; done
