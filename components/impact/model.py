@@ -294,7 +294,24 @@ def _ip_pools(c: Ctx) -> Iterator[Change]:
     if old is None and new is None:
         return
     added, removed, changed = _diff(old, new)
-    if removed or changed:
+    old, new = old or {}, new or {}
+    # A removed pool whose subnet a new pool takes over (a renamed rail) is re-laid too; one that is just gone
+    # allocates nothing again, and its pods keep their addresses until they end.
+    reused = {new[a].get("subnet") for a in added}
+    relaid = changed + [r for r in removed if old[r].get("subnet") in reused]
+    gone = [r for r in removed if r not in relaid]
+    if gone:
+        yield Change(
+            id="network.ip-pools-removed",
+            cls="rolling",
+            what=f"NV-IPAM pools removed: {_names(gone)}",
+            consequence="nothing allocates from them again; running pods keep their addresses until they end",
+            upstream=(UPSTREAM["ipam"],),
+            keys=c.keys("fabric.rails", "fabric.attachment"),
+        )
+    if relaid:
+        removed = relaid
+        changed = []
         yield Change(
             id="network.ip-pools",
             cls="destructive",
