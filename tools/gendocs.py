@@ -67,8 +67,9 @@ def generate() -> str:
         "[PlatformConfig](#platformconfig) describing the cluster; `fastpath:jobs`, a list of "
         "[JobSpec](#jobspec) (may be absent); and `fastpath:acknowledge` (may be absent), a map from a change id, "
         "as `pulumi preview`, `make render` or `make diff` print it, to the class it was told as (`disruptive` or "
-        "`destructive`): without it an update that drains, reboots or deletes what runs stops before it starts "
-        "(docs/architecture.md, Day 2). Unknown keys are refused.",
+        "`destructive`) and that change's fingerprint, for example `fabric.sriov: disruptive 894a875d`: without it "
+        "an update that drains, reboots or deletes what runs stops before it starts (docs/architecture.md, Day 2). "
+        "Unknown keys are refused.",
         "",
     ]
     seen: list[type[BaseModel]] = []
