@@ -30,9 +30,10 @@ from tools import render
 
 
 def may_land_on_gpu_nodes(pod: dict) -> bool:
-    """Whether the scheduler may place `pod` on a GPU node (one labelled with the GPU product)."""
+    """Whether the scheduler may place `pod` on a GPU node (one NFD labels as carrying an NVIDIA device, from its
+    first minutes: the GPU product label comes only after the driver)."""
     terms = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-    off = {"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}
+    off = {"key": k8s.NFD_GPU_LABEL, "operator": "DoesNotExist"}
     return not (terms and all(off in t.get("matchExpressions", []) for t in terms))
 
 

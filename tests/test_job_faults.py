@@ -123,8 +123,12 @@ def test_operator_env_points_torchrun_at_the_store_we_create():
     # On CPU nodes only (the cluster has them by default): a lost GPU node, or a drain fastpath causes, never
     # takes the store along.
     aff = store["spec"]["template"]["spec"]["affinity"]
-    assert aff == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}]}}}
-    assert pdb["spec"]["maxUnavailable"] == 0
+    assert aff == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "DoesNotExist"}]}]}
+        }
+    }
+    assert pdb["spec"]["minAvailable"] == 1
 
 
 @pytest.mark.parametrize(("fw", "size"), KINDS, ids=IDS)

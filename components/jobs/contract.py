@@ -46,9 +46,10 @@ def fault_summary(r: Resolved) -> str:
         return v2_fault_summary(r)
     if r.spec.framework == "pytorch":
         return (
-            f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); an evicted "
-            f"or deleted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the job "
-            f"fails; cleanPodPolicy {CLEAN_POD_POLICY}"
+            f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); a lost "
+            f"node's or an evicted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the "
+            f"job fails (an evicted pod's rejoin needs a torchrun that leaves the rendezvous open on SIGTERM, as "
+            f"torch 2.13's does); cleanPodPolicy {CLEAN_POD_POLICY}"
         )
     if r.spec.framework == "mpi":
         return (
@@ -64,13 +65,16 @@ def drain_outcome(r: Resolved) -> tuple[bool, str]:
     resume = f", resuming from {r.checkpoint_dir}" if r.checkpoint_dir else " from step 0 (no checkpoint dir)"
     if r.api == "v2":
         return True, f"restarts the whole gang{resume} (a drain does not spend its restart budget)"
-    if r.spec.framework == "pytorch" and r.spec.elastic is not None:
-        return True, f"re-forms on the nodes left (at least {r.spec.min_nodes}) and restarts{resume}"
     if r.spec.framework == "pytorch":
+        # A drain evicts: torchrun gets SIGTERM. torch 2.13's agent leaves the rendezvous open then
+        # (torch/distributed/elastic/agent/server/local_elastic_agent.py _shutdown), earlier releases close it for
+        # every agent (`if not is_restart and self._rdzv_handler: self._rdzv_handler.shutdown()`), and the
+        # replacement meets a closed rendezvous. Told conservatively: the run does not carry on by itself.
         return (
             False,
-            f"fails unless the evicted pod is rescheduled and rejoins within {RDZV_JOIN_TIMEOUT}s (a rebooting node "
-            f"takes longer): resubmit it{resume}",
+            f"fails, unless a free node takes the evicted pod within {RDZV_JOIN_TIMEOUT}s and the image's torchrun "
+            f"leaves the rendezvous open on SIGTERM (torch 2.13 does, some earlier releases close it): resubmit "
+            f"it{resume}",
         )
     return False, f"fails (a lost worker fails the job): resubmit it{resume}"
 

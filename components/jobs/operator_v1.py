@@ -95,7 +95,8 @@ def rendezvous(r: Resolved) -> list[dict]:
     # Every agent fails when the store goes. On a cluster with CPU nodes it must run there: the drains fastpath
     # itself causes (SR-IOV reboots, GPU driver upgrades) are of GPU nodes only, so its budget below never holds
     # one of them. On a GPU-only cluster it takes a GPU node's spare CPU, off this job's nodes if it can.
-    off_gpu = {"matchExpressions": [{"key": k8s.GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]}
+    # NFD's NVIDIA label: there from the node's first minutes, before the driver and the GPU product label.
+    off_gpu = {"matchExpressions": [{"key": k8s.NFD_GPU_LABEL, "operator": "DoesNotExist"}]}
     away_from_workers = {
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {
@@ -133,7 +134,9 @@ def rendezvous(r: Resolved) -> list[dict]:
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
                 "metadata": dict(meta),
-                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
+                # minAvailable, not maxUnavailable 0: a Job has no scale subresource, which the disruption
+                # controller needs to read maxUnavailable (it would block by failing to sync).
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
             }
         ]
     # A batch Job, not a Deployment: the store ends when the run does (RDZV_STORE), and a Job whose pod succeeded
@@ -144,7 +147,9 @@ def rendezvous(r: Resolved) -> list[dict]:
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": meta,
+            # pulumi-kubernetes waits for a Job to complete (provider/pkg/await/job.go): this one completes only
+            # when its run is over, so `pulumi up` must not wait for it.
+            "metadata": {**meta, "annotations": {**meta.get("annotations", {}), "pulumi.com/skipAwait": "true"}},
             "spec": {
                 "completions": 1,
                 "parallelism": 1,
