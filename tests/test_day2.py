@@ -40,15 +40,16 @@ def may_land_on_gpu_nodes(pod: dict) -> bool:
 def blocking_budgets(objects: list[dict]) -> list[str]:
     """PodDisruptionBudgets that allow no eviction of a pod which may run on a GPU node: each would hold an SR-IOV
     reboot drain of that node until the pod's job ends."""
-    templates = [(o["metadata"].get("namespace"), o["spec"]["template"]) for o in objects if o["kind"] in ("Deployment", "StatefulSet", "Job")]
+    # Every pod template of every workload kind, as the policy pack finds them (policies/podspecs.py).
+    templates = [(o["metadata"].get("namespace"), t.template) for o in objects for t in extract(o).templates]
     out = []
     for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
         spec = pdb["spec"]
-        if spec.get("maxUnavailable") not in (0, "0%") and "minAvailable" not in spec:
+        if spec.get("maxUnavailable") not in (0, "0%") and spec.get("minAvailable") in (None, 0, "0%"):
             continue
         want = spec["selector"].get("matchLabels", {})
         for ns, t in templates:
-            labels = t["metadata"].get("labels", {})
+            labels = (t.get("metadata") or {}).get("labels", {})
             if ns == pdb["metadata"].get("namespace") and all(labels.get(k) == v for k, v in want.items()) and may_land_on_gpu_nodes(t["spec"]):
                 out.append(pdb["metadata"]["name"])
     return out
@@ -186,3 +187,17 @@ def test_destroy_starts_no_drain_and_says_what_it_leaves(rendered):
     assert any("SriovNetworkNodePolicy" in item for item in left) and any("PersistentVolumeClaims" in item for item in left)
     assert "## What `pulumi destroy` leaves" in rendered("prod-ib").files["SUMMARY.md"]
     assert not any("Sriov" in item for item in rendered("dev").run.outputs["leftOnDestroy"])
+
+
+def test_the_driver_upgrade_pace_is_the_charts():
+    """What the impact tells of a driver upgrade (one node at a time, waiting as long as the run lasts) is the GPU
+    Operator chart's default upgrade policy, which fastpath's values only add a pod selector to
+    (NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml driver.upgradePolicy)."""
+    import yaml
+
+    from tools import upstream
+
+    chart = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["driver"]["upgradePolicy"]
+    assert chart["autoUpgrade"] is True
+    assert chart["maxParallelUpgrades"] == gpu_operator.DRIVER_UPGRADES_AT_ONCE == 1
+    assert chart["waitForCompletion"]["timeoutSeconds"] == 0  # wait for as long as the pods run

@@ -12,7 +12,6 @@ import copy
 import json
 
 import pytest
-import yaml
 
 from components.impact import ack, preview
 from components.impact.model import CLASSES, UPSTREAM, impact
@@ -24,8 +23,9 @@ from tools import render
 
 
 def stack_raw(name: str) -> dict:
-    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())
-    return {k.split(":", 1)[1]: v for k, v in doc["config"].items() if k.startswith("fastpath:")}
+    """A committed stack file's `fastpath:*` keys, read as the program reads them (tools/render.py)."""
+    config, _ = render.load_stack_config(name)
+    return {k.split(":", 1)[1]: stack.decode(v) for k, v in config.items() if k.startswith("fastpath:")}
 
 
 def state_of(raw: dict) -> dict:
@@ -418,7 +418,7 @@ def test_make_diff_compares_a_render_with_a_stack_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["changes"] == []
 
 
-@pytest.mark.parametrize(("content", "message"), [(None, "no such file"), ("config: [1]", "not a stack file"), ("config:\n  fastpath:platform: {}", "fastpath:platform")])
+@pytest.mark.parametrize(("content", "message"), [(None, "no such file"), ("config: [1]", "config: must be a mapping of keys to values"), ("config:\n  fastpath:platform: {}", "fastpath:platform")])
 def test_make_diff_names_an_input_it_cannot_read(tmp_path, capsys, content, message):
     from tools import impact as tool
 
@@ -482,3 +482,27 @@ def test_every_facet_of_a_state_is_read_by_a_rule(name):
     assert facets <= set(model.FACETS_READ), facets - set(model.FACETS_READ)
     source = "\n".join(inspect.getsource(rule) for rule in model.RULES)
     assert all(f'"{f}"' in source for f in model.FACETS_READ), [f for f in model.FACETS_READ if f'"{f}"' not in source]
+
+
+def test_the_doca_rollout_policy_is_not_the_driver(monkeypatch):
+    """ofedDriver.upgradePolicy says how the operator rolls a change out; the DaemonSet's pods do not carry it
+    (Mellanox/network-operator@v26.4.1:manifests/state-ofed-driver/0050_ofed-driver-ds.yaml): changing it alone
+    reloads no driver, while any other ofedDriver field does."""
+    from components.platform import network_operator
+
+    base = edited("prod-ib", {"gpu.hostMofed": False})
+    old = state_of(base)
+    real = network_operator.nic_cluster_policy
+
+    def tweaked(field: str, value):
+        def ncp(p):
+            obj = real(p)
+            obj["spec"]["ofedDriver"][field] = value
+            return obj
+
+        return ncp
+
+    monkeypatch.setattr(network_operator, "nic_cluster_policy", tweaked("upgradePolicy", {"autoUpgrade": True, "maxParallelUpgrades": 2}))
+    assert "network.doca-driver" not in {c.id for c in impact(old, state_of(base)).changes}
+    monkeypatch.setattr(network_operator, "nic_cluster_policy", tweaked("startupProbe", {"initialDelaySeconds": 20}))
+    assert {c.id: c.cls for c in impact(old, state_of(base)).changes}["network.doca-driver"] == "disruptive"

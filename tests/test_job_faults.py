@@ -5,6 +5,7 @@ kubeflow/trainer@v1.9.4) applied to the real manifests, and the entrypoint scrip
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -278,6 +279,17 @@ def test_jobs_wait_for_the_training_operators_own_objects(rendered):
     assert "kubernetes:kustomize/v2:Directory" in types
 
 
+def start_store(idle_seconds: int) -> tuple[int, subprocess.Popen]:
+    """The real store program (launch.RDZV_STORE) on a free local port, for run `run`."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "FASTPATH_RDZV_PORT": str(port), "FASTPATH_RDZV_ID": "run", "FASTPATH_RDZV_IDLE_SECONDS": str(idle_seconds)}
+    return port, subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=env, stdout=subprocess.PIPE, text=True)
+
+
 @pytest.mark.slow
 @needs_dash
 def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
@@ -285,14 +297,7 @@ def test_a_pod_that_keeps_dying_stops_after_its_start_budget(tmp_path):
     PastBackoffLimit sees restarts of Running pods only, and a recreated pod starts at 0), so a one-node job
     that is OOM-killed (137, retryable) would come back forever. The entrypoint counts each start of its pod in
     the job's rendezvous store (the real store script) and fails the job past FASTPATH_MAX_STARTS."""
-    import socket
-    import sys
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store_env = {**os.environ, "FASTPATH_RDZV_PORT": str(port), "FASTPATH_RDZV_ID": "run", "FASTPATH_RDZV_IDLE_SECONDS": "600"}
-    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=store_env, stdout=subprocess.PIPE, text=True)
+    port, store = start_store(idle_seconds=600)
     try:
         assert "listening" in store.stdout.readline()
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FASTPATH_MAX_STARTS": "2", "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "HOSTNAME": "run-worker-0"}
@@ -324,16 +329,10 @@ def test_the_store_ends_once_no_agent_keeps_the_rendezvous_alive(tmp_path):
     not changed for FASTPATH_RDZV_IDLE_SECONDS: a run's agents rewrite it at every keep-alive
     (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py, key `torch.rendezvous.<run id>`). It then
     exits 0, which completes its batch Job; a SIGTERM (an eviction) exits 1, so the Job makes it again."""
-    import socket
-    import sys
     from datetime import timedelta
 
     dist = pytest.importorskip("torch.distributed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "FASTPATH_RDZV_PORT": str(port), "FASTPATH_RDZV_ID": "run", "FASTPATH_RDZV_IDLE_SECONDS": "2"}
-    store = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=env, stdout=subprocess.PIPE, text=True)
+    port, store = start_store(idle_seconds=2)
     try:
         client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=20))
         time.sleep(3)
@@ -346,7 +345,7 @@ def test_the_store_ends_once_no_agent_keeps_the_rendezvous_alive(tmp_path):
         assert "the run is over" in store.stdout.read()
     finally:
         store.kill()
-    again = subprocess.Popen([sys.executable, "-c", RDZV_STORE], env=env, stdout=subprocess.PIPE, text=True)
+    _, again = start_store(idle_seconds=2)
     try:
         assert again.stdout.readline().startswith("c10d rendezvous store listening")
         again.terminate()

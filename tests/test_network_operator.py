@@ -151,3 +151,16 @@ def test_operands_run_only_on_gpu_nodes_so_a_cpu_node_cannot_hold_readiness():
     values = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())
     nfd = values["node-feature-discovery"]["worker"]["config"]["sources"]["pci"]
     assert "0302" in nfd["deviceClassWhitelist"] and nfd["deviceLabelFields"] == ["vendor"]
+
+
+def test_the_doca_upgrade_policy_is_one_the_crd_takes():
+    """ofedDriver.upgradePolicy with waitForCompletion and drain (Mellanox/network-operator@v26.4.1:
+    api/v1alpha1/nicclusterpolicy_types.go DriverUpgradePolicySpec; GetDriverUpgradePolicy in api/v1alpha1/utils.go
+    passes both to the upgrade library, nil when unset), validated against the locked CRD: no committed stack
+    deploys the DOCA driver, so no render shows it."""
+    from tests.conftest import schema_problems
+
+    ncp = network_operator.nic_cluster_policy(cfg("prod-ib", gpu__hostMofed=False))
+    policy = ncp["spec"]["ofedDriver"]["upgradePolicy"]
+    assert policy == {"autoUpgrade": True, "maxParallelUpgrades": 1, "waitForCompletion": {"podSelector": "fastpath.dev/role"}, "drain": {"enable": True, "deleteEmptyDir": True}}
+    assert schema_problems(ncp) == []

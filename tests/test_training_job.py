@@ -153,8 +153,11 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
     assert service["metadata"]["name"] == store["metadata"]["name"] == "run-rdzv"
     assert service["spec"]["ports"][0]["port"] == 29400
     # Evicting the store ends the job: no voluntary eviction, no autoscaler scale-down of its node.
+    # minAvailable: the disruption controller reads maxUnavailable through the owner's scale subresource, which a
+    # Job lacks (kubernetes/kubernetes@v1.34.0:pkg/controller/disruption/disruption.go getExpectedScale).
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"] == {**pdb["spec"], "minAvailable": 1}
-    # A Job: pulumi-kubernetes would otherwise wait for it to complete, which it does when the run is over.
+    # A Job: pulumi-kubernetes would otherwise wait for it to complete, which it does when the run is over
+    # (pulumi/pulumi-kubernetes@v4.32.0:provider/pkg/await/job.go; skipAwait: provider/pkg/await/await.go).
     assert store["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     labels = store["spec"]["template"]["metadata"]["labels"]
     assert all(labels[k] == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())

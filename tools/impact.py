@@ -17,13 +17,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from components.impact import ack
 from components.impact.model import NEEDS_ACK, Impact, impact
 from components.impact.state import snapshot
-from components.model import config, stack
-from tools.render import STATE_FILE, RenderError, plain
+from components.model import config as config_model
+from components.model import stack
+from tools.render import STATE_FILE, RenderError, load_stack_file
 
 
 class InputError(Exception):
@@ -36,23 +35,16 @@ def state_of(path: Path) -> dict[str, Any]:
         path = path / STATE_FILE
     if not path.is_file():
         raise InputError(f"{path}: no such file (a stack file, a render folder or a state.json)")
-    text = path.read_text()
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(path.read_text())
         except json.JSONDecodeError as err:
             raise InputError(f"{path}: not JSON: {err}") from None
     try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise InputError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
-        raise InputError(f"{path}: not a stack file (no `config:` mapping)")
-    try:
-        items = (doc.get("config") or {}).items()
-        raw = {k.split(":", 1)[1]: plain(v, k, path) for k, v in items if str(k).startswith("fastpath:")}
+        config, _ = load_stack_file(path)  # as the CLI hands the program its config
+        raw = {k.split(":", 1)[1]: stack.decode(v) for k, v in config.items() if k.startswith(f"{stack.NAMESPACE}:")}
         cfg = stack.parse(raw, str(path))
-    except (config.ConfigError, RenderError) as err:
+    except (config_model.ConfigError, RenderError) as err:
         raise InputError(str(err)) from None
     return snapshot(cfg.platform, cfg.jobs)
 
@@ -61,7 +53,7 @@ def text(imp: Impact) -> str:
     if imp.first:
         return "no previous state: a first deployment, nothing of this stack runs yet"
     if not imp.changes:
-        return "no change a controller acts on" + "".join(f"\n{n}" for n in imp.notes)
+        return "no change a controller acts on"
     lines = [f"worst: {imp.worst}"]
     for c in imp.changes:
         lines.append(f"- {c.cls} `{c.id}`: {c.what}")

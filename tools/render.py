@@ -99,6 +99,11 @@ def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
     path = STACKS / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise RenderError(f"unknown stack {stack!r}: no {_rel(path)} (stacks: {', '.join(stack_names())})")
+    return load_stack_file(path)
+
+
+def load_stack_file(path: Path) -> tuple[dict[str, str], list[str]]:
+    """`load_stack_config` of a stack file anywhere (tools/impact.py reads any two)."""
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:

@@ -69,7 +69,7 @@ def warnings(imp: Impact, acks: Mapping[str, str]) -> list[str]:
             for a in stale(imp, acks)
         ]
     )
-    return out + [f"impact: {n}" for n in imp.notes]
+    return out
 
 
 def markdown(imp: Impact, against: str) -> str:
@@ -78,7 +78,7 @@ def markdown(imp: Impact, against: str) -> str:
     if imp.first:
         return head + "First deployment of this stack: nothing of it runs yet.\n"
     if not imp.changes:
-        return head + "No change a controller acts on.\n" + "".join(f"\n- {n}" for n in imp.notes)
+        return head + "No change a controller acts on.\n"
     rows = ["| class | change | what | consequence | upstream |", "|---|---|---|---|---|"]
     for c in sorted(imp.changes, key=lambda c: -CLASSES.index(c.cls)):
         ident = f"`{c.id}: {ack_value(c)}`" if c.cls in NEEDS_ACK else f"`{c.id}`"

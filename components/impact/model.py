@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from components.impact.state import SCHEMA, canonical, digest
@@ -720,7 +720,6 @@ FACETS_READ = (
 class Impact:
     changes: tuple[Change, ...] = ()
     first: bool = False  # no previous state: a first deployment, nothing of this stack runs yet
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def worst(self) -> Class | None:

@@ -63,8 +63,10 @@ def _network_facets(p: PlatformConfig) -> dict[str, Any]:
     # Per operand: each is its own DaemonSet, restarted on its own when its part of the spec changes.
     out["nicClusterPolicy"] = {operand: digest(spec) for operand, spec in sorted(ncp.items())}
     if "ofedDriver" in ncp:
-        # The driver DaemonSet's template: its own spec and the placement every operand shares.
-        template = [ncp["ofedDriver"], ncp.get("tolerations"), ncp.get("nodeAffinity")]
+        # The driver DaemonSet's template: its own spec and the placement every operand shares. Its upgradePolicy
+        # is how the operator rolls a change out, not part of the pods (state-ofed-driver/0050_ofed-driver-ds.yaml).
+        driver = {k: v for k, v in ncp["ofedDriver"].items() if k != "upgradePolicy"}
+        template = [driver, ncp.get("tolerations"), ncp.get("nodeAffinity")]
         out["ofedDriver"] = {"version": ncp["ofedDriver"].get("version"), "template": digest(template)}
     out["ipPools"] = _by_name(network_operator.ip_pools(p), ("subnet", "perNodeBlockSize", "nodeSelector"))
     if f.attachment_row is not None and f.attachment_row.sriov_operator:

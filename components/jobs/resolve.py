@@ -20,6 +20,9 @@ RDZV_NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 COMPONENT = "training-job"
 JOB_LABEL = "fastpath.dev/job"
 ROLE_LABEL = "fastpath.dev/role"
+# Every training pod fastpath builds carries ROLE_LABEL (v1 workers, launchers and stores, v2 runtime pods, the
+# acceptance job): the label selector a driver upgrade waits for (GPU Operator and Network Operator upgrade policies).
+TRAINING_POD_SELECTOR = ROLE_LABEL
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components import k8s, versions
-from components.jobs.resolve import ROLE_LABEL
+from components.jobs.resolve import TRAINING_POD_SELECTOR
 from components.model.config import PlatformConfig
 
 NAMESPACE = "gpu-operator"
@@ -24,8 +24,6 @@ _CONTROL_PLANE = {
 }
 
 
-# Every training pod fastpath builds (v1 workers, launchers and rendezvous stores, v2 runtime pods, acceptance).
-TRAINING_POD_SELECTOR = ROLE_LABEL
 # The chart's driver.upgradePolicy.maxParallelUpgrades (gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml).
 DRIVER_UPGRADES_AT_ONCE = 1
 

@@ -11,7 +11,7 @@ import pulumi
 from components import k8s, versions
 from components.fabric import addressing
 from components.fabric import wiring as fab
-from components.jobs.resolve import ROLE_LABEL
+from components.jobs.resolve import TRAINING_POD_SELECTOR
 from components.model.config import PlatformConfig
 from components.platform import networks
 
@@ -99,7 +99,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
             "upgradePolicy": {
                 "autoUpgrade": True,
                 "maxParallelUpgrades": 1,
-                "waitForCompletion": {"podSelector": ROLE_LABEL},
+                "waitForCompletion": {"podSelector": TRAINING_POD_SELECTOR},
                 "drain": {"enable": True, "deleteEmptyDir": True},
             },
         }
