@@ -10,6 +10,7 @@ import pytest
 from components.jobs.runtime_v2.build import MPI_HOSTS, PREFLIGHT
 from components.jobs.runtime_v2.controller import effective_jobset
 from tests import jobset_v012 as js
+from tests import trainer_v230 as tv2
 
 V2 = "prod-v2"
 MAX_RESTARTS = 5  # stacks/Pulumi.prod-v2.yaml trainer.maxRestarts
@@ -172,8 +173,6 @@ def test_finished_run_deletes_its_active_pods_and_frees_the_gpus(rendered):
     assert not js.completed(mpi, succeeded=set(), all_jobs={"node", "launcher"})
     assert js.completed(mpi, succeeded={"launcher"}, all_jobs={"node", "launcher"})
     assert js.after_finish(active_jobs={"node"}) == set()
-    # The JobSet (its pods and logs) goes after the runtime's TTL; the TrainJob and its status stay.
-    assert mpi["ttlSecondsAfterFinished"] == torch["ttlSecondsAfterFinished"] == 259200
 
 
 def test_the_model_refuses_what_upstream_refuses():
@@ -182,3 +181,24 @@ def test_the_model_refuses_what_upstream_refuses():
     assert js.failure_action({}, "node", "BackoffLimitExceeded") == "FailJobSet"
     assert js.may_create_jobs({"failurePolicy": {"restartStrategy": "Recreate"}}, previous_jobs_left=3)
     assert js.job_failure_reason({}, "node", 1) is None  # backoffLimit 6 by default: the pod is retried
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_a_failed_run_stays_failed(rendered, job):
+    """kubeflow-trainer v2.3.0 clears a TrainJob's Failed condition on every reconcile and applies its JobSet again
+    (tests/trainer_v230.py): a run whose JobSet a TTL deletes starts over, on all its GPUs, with a fresh budget.
+    The runtimes set no TTL, so a failed run's JobSet stays and the TrainJob is never run again; the runtimes of
+    earlier fastpath versions (259200 s) would have rerun it every three days."""
+    _, jobset = jobset_of(rendered, job)
+    assert tv2.reruns(jobset, days=30) == 0
+    assert tv2.reruns({**jobset, "ttlSecondsAfterFinished": 259200}, days=30) == 10
+    # Only the trainer's own deadline failure is kept, whatever the JobSet does.
+    assert tv2.reconcile(tv2.DEADLINE_EXCEEDED, jobset_exists=False, jobset_failed=False) == (tv2.DEADLINE_EXCEEDED, False)
+
+
+@pytest.mark.parametrize("ttl", [0, 259200])
+def test_a_stack_cannot_give_runs_a_ttl(ttl):
+    from components.model.config import TrainerConfig
+
+    with pytest.raises(ValueError, match="recreates a failed run once its JobSet is deleted"):
+        TrainerConfig(ttlSecondsAfterFinished=ttl)

@@ -191,14 +191,6 @@ def api_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
                 "it for every run)",
             )
         )
-    if "ttl_seconds_after_finished" in spec.model_fields_set:
-        out.append(
-            (
-                "ttlSecondsAfterFinished",
-                "a v2 run's cleanup is its runtime's, which a TrainJob cannot change: "
-                "remove it (fastpath:platform.trainer.ttlSecondsAfterFinished)",
-            )
-        )
     if not spec.preflight:
         out.append(
             (

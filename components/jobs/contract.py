@@ -148,11 +148,9 @@ LOST_NODE = (
 def v2_fault_summary(r: Resolved) -> str:
     t = r.profile.trainer
     assert t is not None
-    kept = (
-        f"the JobSet (pods, logs) kept {t.ttl_seconds_after_finished}s"
-        if t.ttl_seconds_after_finished is not None
-        else "the JobSet kept until the TrainJob is deleted"
-    )
+    # No TTL (config.TrainerConfig refuses one): kubeflow-trainer v2.3.0 would run a failed TrainJob again once
+    # its JobSet is gone.
+    kept = "the JobSet kept, so a failed run stays failed, until the TrainJob is deleted"
     return (
         f"a crashed or OOM-killed pod restarts the whole gang from the checkpoint (JobSet BlockingRecreate), up "
         f"to {t.max_restarts} times; a preemption, eviction or drain restarts it without spending that budget; "

@@ -529,9 +529,25 @@ class TrainerConfig(Model):
     """Gang restarts a run gets (JobSet failurePolicy.maxRestarts): any pod failure but a failed preflight
     deletes every pod of the run and starts it again from its last checkpoint, this many times before the run
     fails. Default 3."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] | None = 259200
-    """Seconds a finished run's JobSet (its pods and their logs) is kept; the TrainJob and its status stay until
-    deleted. Default 259200 (3 days); unset (null): kept until the TrainJob is deleted."""
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=k8s_syntax.INT32_MAX)] | None = None
+    """Not allowed (kept so the error can say why): kubeflow-trainer v2.3.0 clears a TrainJob's Failed condition on
+    every reconcile and applies its JobSet again, so once a TTL deletes a failed run's JobSet the whole run starts
+    over on all its GPUs (kubeflow/trainer#3779; the fix, #3891, is in no release). A finished run's JobSet stays,
+    without running pods, until its TrainJob is deleted."""
+
+    @field_validator("ttl_seconds_after_finished")
+    @classmethod
+    def _no_ttl(cls, v: int | None) -> int | None:
+        # kubeflow/trainer@v2.3.0:pkg/controller/trainjob_controller.go Reconcile: removeFailedCondition keeps only
+        # a DeadlineExceeded failure, and reconcileObjects applies the JobSet of a TrainJob that is not finished.
+        if v is not None:
+            raise ValueError(
+                "kubeflow-trainer v2.3.0 recreates a failed run once its JobSet is deleted (it clears the TrainJob's "
+                "Failed condition on every reconcile), so a TTL restarts every failed run on all its GPUs days "
+                "later (kubeflow/trainer#3779, fixed after v2.3.0): remove the key; a finished run keeps its JobSet, "
+                "without running pods, until you delete its TrainJob"
+            )
+        return v
 
     @model_validator(mode="after")
     def _images(self) -> TrainerConfig:

@@ -138,7 +138,7 @@ class JobSpec(Model):
     """Not allowed (kept so the error can say why): a v1 job deleted by its TTL is submitted again by the next
     `pulumi up` after a `pulumi refresh`, because the stack still declares it. A finished v1 job keeps its object
     and its finished pods' logs (its running pods go: cleanPodPolicy Running) until it leaves the stack file; a v2
-    run's JobSet goes after fastpath:platform.trainer.ttlSecondsAfterFinished while its TrainJob stays."""
+    run keeps its JobSet, without running pods, until its TrainJob is deleted."""
     api: JobApi | None = None
     """`v1` (PyTorchJob/MPIJob/TFJob) or `v2` (a TrainJob naming one of the platform's runtimes). Only on clusters
     with jobApi `both`, where the default is v1; elsewhere the cluster's API."""

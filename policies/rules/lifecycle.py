@@ -281,3 +281,37 @@ def job_ttl_reruns(ctx: Context) -> Iterator[Finding]:
             "under Pulumi a refresh then an up submits it again (a second run, days later); remove it and delete "
             "the job by removing it from the stack"
         )
+
+
+RUNTIME_KINDS = frozenset({"TrainingRuntime", "ClusterTrainingRuntime"})
+
+
+@rule(
+    "runtime-ttl-reruns",
+    "A failed TrainJob's JobSet is not deleted by a TTL",
+    level=ADVISORY,
+    description="A Trainer v2 runtime whose JobSet template sets ttlSecondsAfterFinished lets JobSet delete a "
+    "finished run's JobSet. kubeflow-trainer v2.3.0 clears a TrainJob's Failed condition on every reconcile and "
+    "applies its JobSet again, so a failed run then starts over on all its GPUs, with a fresh restart budget, and "
+    "again after every TTL (kubeflow/trainer#3779; fixed after v2.3.0).",
+    remediation="remove spec.template.spec.ttlSecondsAfterFinished from the runtime; delete a finished run by "
+    "deleting its TrainJob",
+    kinds=RUNTIME_KINDS,
+    pods=False,
+)
+def runtime_ttl_reruns(ctx: Context) -> Iterator[Finding]:
+    """kubeflow/trainer@v2.3.0:pkg/controller/trainjob_controller.go Reconcile (removeFailedCondition keeps only a
+    DeadlineExceeded failure; reconcileObjects applies the JobSet of a TrainJob that is not finished) and
+    kubernetes-sigs/jobset@v0.12.0:pkg/controllers/ttl_after_finished.go (a finished JobSet is deleted after its
+    TTL). tests/trainer_v230.py restates both."""
+    obj = ctx.obj
+    if obj.get("kind") not in RUNTIME_KINDS or not str(obj.get("apiVersion", "")).startswith("trainer.kubeflow.org/"):
+        return
+    template = dict_or_empty(dict_or_empty(dict_or_empty(obj.get("spec")).get("template")).get("spec"))
+    ttl = template.get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        yield Finding(
+            f"spec.template.spec.ttlSecondsAfterFinished {ttl}: {ttl}s after a run fails JobSet deletes its JobSet, "
+            "and kubeflow-trainer v2.3.0 then creates it again: the failed run starts over on all its GPUs, every "
+            f"{ttl}s; remove it"
+        )
