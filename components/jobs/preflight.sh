@@ -11,6 +11,12 @@
 #   PREFLIGHT_SHM_BYTES     smallest acceptable /dev/shm
 #   PREFLIGHT_ROCE_GIDS     RoCE on a shared port: "net1:mlx5_0 net2:mlx5_1", the pod's address on each interface
 #                           must be a GID of that HCA's port (else NCCL cannot pick the pod's own GID)
+# Platform facts come from platform.env beside this script (the same ConfigMap), so a platform change reaches the
+# pods started next without changing, and so replacing, any job; the environment overrides it (tests):
+#   PREFLIGHT_GPUDIRECT     GPUDirect RDMA mode the node must offer (gpu.gpuDirect): `peermem` (a peer-memory
+#                           module NCCL detects) or `dmabuf` (the open GPU kernel module on Linux 5.12 or later);
+#                           checked in pods with GPUs and RDMA devices. Without it NCCL still runs over the NICs,
+#                           through host memory, and nothing else says so
 # PREFLIGHT_SYS, PREFLIGHT_DEV and PREFLIGHT_PROC move /sys, /dev and /proc (tests use fake trees).
 # It reads /sys and /proc with sh and awk only: no iproute2 or rdma-core in the user's image is assumed.
 # Exit 1 with every failed check; the last lines are the pod's termination message (kubectl describe pod).
@@ -18,6 +24,9 @@ SYS=${PREFLIGHT_SYS:-/sys}
 DEV=${PREFLIGHT_DEV:-/dev}
 PROC=${PREFLIGHT_PROC:-/proc}
 failed=0
+if [ -z "${PREFLIGHT_GPUDIRECT:-}" ] && [ -r "$(dirname "$0")/platform.env" ]; then
+  PREFLIGHT_GPUDIRECT=$(sed -n 's/^PREFLIGHT_GPUDIRECT=//p' "$(dirname "$0")/platform.env")
+fi
 
 ok() { echo "preflight ok: $*"; }
 fail() { echo "preflight FAIL: $*"; failed=1; }
@@ -132,6 +141,45 @@ for pair in ${PREFLIGHT_ROCE_GIDS:-}; do
     fi
   done
 done
+
+# GPUDirect RDMA. NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/gdr.cc ncclIbGdrSupport: peer memory is there when
+# one of three sysfs files exists; src/init.cc dmaBufSupported: DMA-BUF needs the GPU to report
+# CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, which only the open kernel module does, and gdr.cc ncclIbDmaBufSupport
+# needs ibv_reg_dmabuf_mr, which the kernel's RDMA core has from Linux 5.12 (ib_umem_dmabuf). Either missing: NCCL
+# moves every byte through host memory (NET/IB without "GDRDMA"), slower, and the job still "works".
+[ "${PREFLIGHT_GPUS:-0}" -gt 0 ] && [ "${PREFLIGHT_RDMA_DEVICES:-0}" -gt 0 ] || PREFLIGHT_GPUDIRECT=""
+case "${PREFLIGHT_GPUDIRECT:-}" in
+  peermem)
+    found=""
+    for f in "$SYS/module/nvidia_peermem/version" "$SYS/kernel/mm/memory_peers/nv_mem/version" \
+             "$SYS/kernel/mm/memory_peers/nv_mem_nc/version"; do
+      [ -e "$f" ] && found=${f#"$SYS"/} && break
+    done
+    if [ -n "$found" ]; then
+      ok "GPUDirect RDMA: peer memory module loaded ($found)"
+    else
+      fail "GPUDirect RDMA: no peer memory module on this node (/sys/module/nvidia_peermem): NCCL would copy through host memory; the GPU Operator's driver.rdma.enabled (gpu.gpuDirect peermem) loads it, or use gpu.gpuDirect dmabuf with the open kernel module"
+    fi
+    ;;
+  dmabuf)
+    driver=$(head -n 1 "$PROC/driver/nvidia/version" 2>/dev/null)
+    kernel=$(cat "$PROC/sys/kernel/osrelease" 2>/dev/null)
+    major=$(echo "$kernel" | awk -F. '{ print $1 + 0 }'); minor=$(echo "$kernel" | awk -F. '{ print $2 + 0 }')
+    if [ -z "$driver" ]; then
+      fail "GPUDirect RDMA: cannot read $PROC/driver/nvidia/version to tell the GPU kernel module (not a verdict on the node)"
+    elif ! echo "$driver" | grep -q "Open Kernel Module"; then
+      fail "GPUDirect RDMA: the node runs the proprietary GPU kernel module, which offers no DMA-BUF: NCCL would copy through host memory; install the open kernel module (GPU Operator driver.kernelModuleType open) or use gpu.gpuDirect peermem"
+    elif [ -z "$kernel" ]; then
+      fail "GPUDirect RDMA: cannot read $PROC/sys/kernel/osrelease to tell the kernel (not a verdict on the node)"
+    elif [ "$major" -lt 5 ] || { [ "$major" -eq 5 ] && [ "$minor" -lt 12 ]; }; then
+      fail "GPUDirect RDMA: kernel $kernel has no DMA-BUF import in its RDMA core (Linux 5.12 or later): NCCL would copy through host memory; upgrade the node's kernel or use gpu.gpuDirect peermem"
+    else
+      ok "GPUDirect RDMA: open GPU kernel module, kernel $kernel (DMA-BUF)"
+    fi
+    ;;
+  "") ;;
+  *) fail "PREFLIGHT_GPUDIRECT is ${PREFLIGHT_GPUDIRECT}: peermem or dmabuf expected (a fastpath bug)" ;;
+esac
 
 # Memory registration needs either an unlimited memlock limit or CAP_IPC_LOCK (bit 14 of CapEff).
 memlock=$(awk '/^Max locked memory/ {print $4}' "$PROC/self/limits" 2>/dev/null)

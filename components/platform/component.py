@@ -28,6 +28,17 @@ COMPONENT = "platform"
 PREFLIGHT_SCRIPT = Path(__file__).parents[1] / "jobs" / "preflight.sh"
 
 
+# Beside the script in its ConfigMap: what the platform promises every pod's node (preflight.sh reads it).
+PREFLIGHT_PLATFORM_ENV = "platform.env"
+
+
+def preflight_platform_env(platform: PlatformConfig) -> str:
+    """The platform's facts the preflight checks on the node. Kept out of the pods' own env on purpose: a new check
+    or a changed gpu.gpuDirect reaches the pods started next, and no job is replaced (and its gang killed) for it."""
+    lines = [f"PREFLIGHT_GPUDIRECT={platform.gpu.gpu_direct}"] if platform.gpu.gpu_direct != "none" else []
+    return "".join(f"{line}\n" for line in lines)
+
+
 def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
     if not fabric.is_rdma(platform.fabric):
         return []
@@ -36,7 +47,7 @@ def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": k8s.meta(PREFLIGHT_CONFIGMAP, platform.cluster, COMPONENT, namespace=ns),
-            "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text()},
+            "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text(), PREFLIGHT_PLATFORM_ENV: preflight_platform_env(platform)},
         }
         for ns in platform.training_namespaces
     ]
