@@ -80,6 +80,9 @@ def _typed_classes() -> dict[tuple[str, str], Any]:
         ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
         ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
+        ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+        ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     }
 
 

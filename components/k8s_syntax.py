@@ -28,6 +28,10 @@ RESERVED_NAMESPACES = (
     "volcano-system",
     "volcano-monitoring",
     "kubeflow",
+    "kubeflow-system",
+    "nvsentinel",
+    "cert-manager",
+    "fastpath-system",
 )
 
 

@@ -89,3 +89,16 @@ KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR = {TRAINING_OPERATOR_REF: MPI_KUBECTL_DEL
 # Training Operator ref -> the commit it names (`git rev-parse v1.9.4^{commit}` in kubeflow/trainer): the overlay is
 # fetched at the commit, so a tag moved upstream cannot change the cluster while the render stays the same.
 TRAINING_OPERATOR_COMMITS = {TRAINING_OPERATOR_REF: "4445c12aa62e4345b0c2c6ac9b215a70eca46ed7"}
+
+# Node health: NVIDIA NVSentinel's umbrella chart (oci://ghcr.io/nvidia/nvsentinel; the release packaging rewrites the
+# in-repo chart's version 0.1.0 and image tag `main` to the release tag: NVIDIA/NVSentinel@v1.19.0:
+# distros/kubernetes/Makefile helm-publish), and cert-manager, which its datastore, janitor and webhooks need
+# (NVIDIA/NVSentinel@v1.19.0:distros/kubernetes/README.md asks for v1.19.0 or later).
+NVSENTINEL_CHART = "oci://ghcr.io/nvidia/nvsentinel"
+NVSENTINEL_VERSION = "v1.19.0"
+CERT_MANAGER_REPO = "https://charts.jetstack.io"
+CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_VERSION = "v1.19.0"
+
+# The reaper (components/ops/reaper.py) needs a Python 3.10+ interpreter and nothing else.
+REAPER_IMAGE = "docker.io/library/python:3.13.7-slim-bookworm"

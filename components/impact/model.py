@@ -89,6 +89,13 @@ UPSTREAM = {
     "pvc-immutable": (
         "kubernetes/kubernetes@v1.34.0:pkg/apis/core/validation/validation.go (ValidatePersistentVolumeClaimUpdate)"
     ),
+    "nvsentinel": (
+        "NVIDIA/NVSentinel@v1.19.0 (read at lalitadithya/NVSentinel@e002c5dc): fault-quarantine "
+        "Reconciler.evaluateRulesets, node-drainer pkg/evaluator/evaluator.go getAction (Immediate: Eviction API)"
+    ),
+    "reaper": (
+        "fastpath components/ops/reaper.py (stuck, action); kubeflow/trainer@v1.9.4:pkg/controller.v1/common/job.go"
+    ),
     "pod-security": (
         "kubernetes/kubernetes@v1.34.0:staging/src/k8s.io/pod-security-admission/admission/admission.go (pods at "
         "creation)"
@@ -678,6 +685,80 @@ def _preflight(c: Ctx) -> Iterator[Change]:
         )
 
 
+def _operations(c: Ctx) -> Iterator[Change]:
+    old, new = c.old.get("operations") or {}, c.new.get("operations") or {}
+    o, n = old.get("reaper"), new.get("reaper")
+    if n and o != n:
+        pending = f"; one not scheduled in {n['pending']} min fails too" if n.get("pending") else ""
+        yield Change(
+            id="operations.reaper",
+            cls="rolling",
+            what=f"reaper: start deadline {n['start']} min" + (f" (was {o['start']})" if o else " (installed)"),
+            consequence=(
+                f"a training job whose pod has not started {n['start']} min after it was scheduled (a bad image, a "
+                f"missing Secret, ConfigMap or claim) is failed and its GPUs freed{pending}: a job stuck like that now "
+                "fails at the reaper's first pass; running pods are never touched"
+            ),
+            upstream=(UPSTREAM["reaper"],),
+            keys=c.keys("reaper."),
+        )
+    elif o and not n:
+        yield Change(
+            id="operations.reaper",
+            cls="rolling",
+            what="reaper removed",
+            consequence="a job whose pods cannot start holds its GPUs again until someone deletes it",
+            upstream=(UPSTREAM["reaper"],),
+            keys=c.keys("reaper."),
+        )
+    o, n = old.get("health"), new.get("health")
+    if n and not o:
+        lost = (
+            f"; a node NotReady for {n['lostNodeMinutes']} min is tainted out-of-service and its pods force-deleted"
+            if n.get("lostNodeMinutes")
+            else ""
+        )
+        yield Change(
+            id="operations.health",
+            cls="disruptive",
+            what="node health (NVSentinel) installed: sick nodes are quarantined and drained",
+            consequence=(
+                "a node whose GPU or rail NIC NVSentinel finds unhealthy is cordoned and tainted, and its training "
+                "pods are evicted within a minute: the gang on it restarts from its checkpoint on healthy nodes"
+                f"{lost}. "
+                "A fault that is already there when it starts counts at once: the gangs on such nodes restart "
+                f"right after this update (at most {n['circuitBreakerPercent']}% of the GPU nodes in 5 min, then "
+                "its circuit breaker stops it)"
+            ),
+            upstream=(UPSTREAM["nvsentinel"],),
+            keys=c.keys("health."),
+        )
+    elif o and not n:
+        yield Change(
+            id="operations.health",
+            cls="rolling",
+            what="node health (NVSentinel) removed",
+            consequence=(
+                "sick nodes are no longer taken out: quarantined nodes stay cordoned until uncordoned by hand, and a "
+                "lost node holds its run until someone taints it out-of-service"
+            ),
+            upstream=(UPSTREAM["nvsentinel"],),
+            keys=c.keys("health."),
+        )
+    elif o and n and o != n:
+        yield Change(
+            id="operations.health",
+            cls="rolling",
+            what="node health settings",
+            consequence=(
+                "NVSentinel's components restart with the new rules; quarantined nodes stay quarantined, and the "
+                "new rules apply to the next fault"
+            ),
+            upstream=(UPSTREAM["nvsentinel"],),
+            keys=c.keys("health."),
+        )
+
+
 def _cluster(c: Ctx) -> Iterator[Change]:
     if c.old.get("cluster") != c.new.get("cluster"):
         yield Change(
@@ -707,12 +788,13 @@ RULES: tuple[Rule, ...] = (
     _runtimes,
     _preflight,
     _acceptance,
+    _operations,
     _jobs,
 )
 # Every facet a state has is read by some rule (tests/test_impact.py checks it on every committed stack).
 FACETS_READ = (
     "cluster namespaces namespaceSecurity gpuDriver charts nicClusterPolicy ofedDriver ipPools sriovPolicies "
-    "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance"
+    "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance operations"
 ).split()
 
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 from typing import Any
 
+from components import versions
 from components.fabric import wiring as fabric
 from components.jobs import acceptance
 from components.jobs.component import IN_PLACE, in_place_part, manifest
@@ -25,6 +26,7 @@ from components.platform import (
     checkpoints,
     component,
     gpu_operator,
+    health,
     network_operator,
     networks,
     sriov,
@@ -97,9 +99,34 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
         # The kustomization without its source URL: the ref is the version, whichever form fetches it.
         kustomization = {k: v for k, v in training_operator.kustomization(p).items() if k != "resources"}
         out["training-operator"] = {"version": p.versions.training_operator, "values": digest(kustomization)}
+    if p.health.enabled:
+        out["nvsentinel"] = {"version": versions.NVSENTINEL_VERSION, "values": digest(health.values(p))}
+        if p.health.install_cert_manager:
+            out["cert-manager"] = {
+                "version": versions.CERT_MANAGER_VERSION,
+                "values": digest(health.cert_manager_values()),
+            }
     if make_profile(p).trainer is not None:
         out["trainer"] = {"version": p.versions.trainer, "values": digest(trainer.values(p))}
     return out
+
+
+def _operations(p: PlatformConfig) -> dict[str, Any]:
+    """What acts on running jobs without a person: the reaper's deadlines and NVSentinel's quarantine."""
+    r, h = p.reaper, p.health
+    return {
+        "reaper": {"start": r.start_deadline_minutes, "pending": r.pending_deadline_minutes} if r.enabled else None,
+        "health": (
+            {
+                "lostNodeMinutes": h.lost_node_minutes,
+                "remediation": h.remediation,
+                "circuitBreakerPercent": h.circuit_breaker_percent,
+                "values": digest(health.values(p)),
+            }
+            if h.enabled
+            else None
+        ),
+    }
 
 
 def _jobs(p: PlatformConfig, jobs: list[JobSpec]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -170,6 +197,7 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
     prof = make_profile(p)
     if prof.trainer is not None:
         facets["runtimes"] = _by_name(trainer.runtimes(prof))
+    facets["operations"] = _operations(p)
     facets["jobs"], gangs = _jobs(p, jobs)
     if p.acceptance.enabled:
         job, _ = acceptance.plan(p.acceptance, prof)

@@ -475,6 +475,45 @@ class ComponentsConfig(Model):
     """Install the checkpoint StorageClass/claims. Default true."""
 
 
+class ReaperConfig(Model):
+    """The reaper (components/ops/reaper.py): ends a training job whose pods cannot start, so it frees its GPUs."""
+
+    enabled: bool = True
+    """Run it. Default true."""
+    start_deadline_minutes: Annotated[int, Field(ge=5, le=1440)] = 30
+    """Minutes a scheduled training pod may spend without starting before its job fails: an image that cannot be
+    pulled, a missing Secret or ConfigMap key, a volume that cannot be mounted, a claim that does not exist. Long
+    enough for the largest image's first pull on a node. Default 30."""
+    pending_deadline_minutes: Annotated[int, Field(ge=5)] | None = None
+    """Minutes a training pod may wait to be scheduled before its job fails. Off by default: a gang waiting for
+    GPUs in its queue is queueing, not stuck; set it only where a job that cannot be placed within this time is
+    a mistake (e.g. a gang larger than any queue allows)."""
+
+
+class HealthConfig(Model):
+    """Node health (NVIDIA NVSentinel): GPU health through the GPU Operator's DCGM, NIC health on exactly the rails'
+    HCAs, quarantine of a sick node (cordon and taint), its training pods evicted so their gangs restart from their
+    checkpoints on healthy nodes, and a lost node released. components/platform/health.py says how."""
+
+    enabled: bool = False
+    """Install NVSentinel and let it take sick nodes out. Default false."""
+    lost_node_minutes: Annotated[int, Field(ge=2, le=1440)] | None = 10
+    """Minutes a GPU node may stay NotReady (or unreachable) before it is tainted
+    `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`: its pods are then force-deleted and the gang on it
+    restarts on healthy nodes. Only for nodes that really are down: a partitioned node whose processes still run
+    keeps running them while the new gang starts. Null: a person taints it (README). Default 10."""
+    circuit_breaker_percent: Annotated[int, Field(ge=1, le=100)] = 25
+    """NVSentinel stops quarantining once this share of the GPU nodes was quarantined within 5 minutes (a
+    cluster-wide cause, e.g. a switch, must not drain the fleet), until a person resets it. Default 25."""
+    remediation: Literal["none", "reboot"] = "none"
+    """What happens to a quarantined node after its pods are gone: `none` (a person repairs it; default) or
+    `reboot` (NVSentinel's janitor reboots it through a privileged Job; a NIC or GPU that needs replacing stays
+    quarantined)."""
+    install_cert_manager: bool = True
+    """NVSentinel's datastore and webhooks need cert-manager: install it (pinned), or false when the cluster has
+    one. Default true."""
+
+
 class AcceptanceConfig(Model):
     enabled: bool = False
     """Declare the fabric acceptance job: nccl-tests all_reduce_perf wired exactly like a training job, one node
@@ -586,6 +625,10 @@ class PlatformConfig(Model):
     """Which components to install."""
     acceptance: AcceptanceConfig = AcceptanceConfig()
     """The fabric acceptance job (off by default)."""
+    health: HealthConfig = HealthConfig()
+    """Node health and quarantine (NVSentinel). Default off."""
+    reaper: ReaperConfig = ReaperConfig()
+    """Ends jobs whose pods cannot start. Default on, 30 minutes."""
     job_api: Literal["v1", "v2", "both"] = "v1"
     """Which job API the cluster serves: `v1` (default) the Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob);
     `v2` Kubeflow Trainer v2 only (TrainJobs naming the ClusterTrainingRuntimes fastpath publishes); `both` during a
@@ -651,6 +694,22 @@ class PlatformConfig(Model):
                 "gpu.gpuDirect 'peermem' with gpu.driverPreinstalled true needs gpu.hostMofed true: "
                 "the GPU Operator cannot build nvidia-peermem into a driver it does not manage; use "
                 "gpu.gpuDirect 'dmabuf' instead"
+            )
+        health = self.health
+        if health.enabled and not self.components.gpu_operator:
+            raise ValueError(
+                "health.enabled needs components.gpuOperator true: NVSentinel reads GPU health from the GPU "
+                "Operator's DCGM hostengine (its nvidia-dcgm Service); turn the operator on or health off"
+            )
+        # NVIDIA/NVSentinel@v1.19.0 fault-quarantine slidingWindowBreaker.IsTripped: threshold ceil(N * pct / 100);
+        # once that many nodes were quarantined in the window it halts until a person resets it.
+        trips_at = -(-self.nodes.count * health.circuit_breaker_percent // 100)
+        if health.enabled and trips_at < 2:
+            raise ValueError(
+                f"health.circuitBreakerPercent {health.circuit_breaker_percent} of {self.nodes.count} nodes trips "
+                "NVSentinel's circuit breaker at the first quarantined node, and it then quarantines nothing until "
+                f"a person resets it: give at least {-(-200 // self.nodes.count)} (two nodes), or leave health off "
+                "on a cluster this small"
             )
         fabric = self.fabric
         if not fabric.kind_row.rdma and self.gpu.gpu_direct != "none" and "gpu_direct" in self.gpu.model_fields_set:

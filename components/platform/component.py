@@ -12,8 +12,10 @@ from components import k8s
 from components.fabric import wiring as fabric
 from components.model.config import PlatformConfig
 from components.model.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
+from components.ops.component import Reaper, ReaperArgs
 from components.platform.checkpoints import CheckpointStorage, CheckpointStorageArgs
 from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.platform.health import Health, HealthArgs
 from components.platform.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.platform.networks import SecondaryNetworks, SecondaryNetworksArgs
 from components.platform.sriov import LEFT_ON_DESTROY as LEFT_ON_DESTROY_SRIOV
@@ -47,7 +49,10 @@ def preflight_configmaps(platform: PlatformConfig) -> list[dict]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": k8s.meta(PREFLIGHT_CONFIGMAP, platform.cluster, COMPONENT, namespace=ns),
-            "data": {PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text(), PREFLIGHT_PLATFORM_ENV: preflight_platform_env(platform)},
+            "data": {
+                PREFLIGHT_KEY: PREFLIGHT_SCRIPT.read_text(),
+                PREFLIGHT_PLATFORM_ENV: preflight_platform_env(platform),
+            },
         }
         for ns in platform.training_namespaces
     ]
@@ -144,6 +149,10 @@ class Platform(pulumi.ComponentResource):
                     pass
                 case other:
                     assert_never(other)
+        if p.health.enabled:
+            Health("health", HealthArgs(p, after=[self.gpu_operator.release] if self.gpu_operator else []), child)
+        if p.reaper.enabled:
+            Reaper("reaper", ReaperArgs(p, after=self.namespaces), child)
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
         self.training_operator = None
         if p.training_operator_enabled:

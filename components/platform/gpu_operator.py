@@ -57,6 +57,10 @@ def values(platform: PlatformConfig) -> dict:
         # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig).
         v["daemonsets"] = {"tolerations": k8s.gpu_tolerations(gpu.taint_key)}
         v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE, *k8s.gpu_tolerations(gpu.taint_key)]}}
+    if platform.health.enabled:
+        # NVSentinel's GPU monitor talks to a standalone DCGM hostengine (Service nvidia-dcgm, port 5555:
+        # gpu-operator@v26.7.0:assets/state-dcgm/); the chart's default (false) embeds one in the exporter only.
+        v["dcgm"] = {"enabled": True}
     mon = platform.monitoring
     # Pinned (the chart's default is true): fastpath's monitoring.enabled decides, in both directions.
     v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}

@@ -47,6 +47,20 @@ CHANNEL = re.compile(
 # A verbs device with its link layer, in every shape NCCL has printed the device list: `[0]mlx5_0:1/IB`,
 # `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}` (merged NICs), `[0]mlx5_9:1/IB/SHARP`, `NET/IB: [0] mlx5_1:1/IB`.
 LINK_LAYER = re.compile(r"[\w.-]{1,64}:\d{1,3}/(IB|RoCE)\b")
+# The NICs one process's IB transport will use, printed once per process by ncclIbInitDevices
+# (NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/init.cc; v2.27.7-1:src/transport/net_ib.cc): `NET/IB : Using
+# [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO]; OOB eth0:10.244.1.17<0>`. It lists only the ports it kept: one whose state is
+# not IBV_PORT_ACTIVE is skipped, and so is one NCCL_IB_HCA does not match (matchIfList, src/misc/utils.cc: a prefix
+# unless the list starts with `=`, every entry but those under `^`). `NET/IB : No device found.` is a list of none.
+IB_USING = re.compile(r"NET/IB\w{0,16} ?: Using ")
+# One NIC of that list, `device:port` kept: `[0]mlx5_0:1/IB`, `[0] mlx5_2:1/RoCE` inside a merged `[0]={...}`
+# (2.20-2.26), `[5]mlx5_9:1/IB/SHARP` (the HPC-X plugin), and 2.30's rail and plane from NCCL_IB_HCA
+# (`[0]mlx5_0:1:3/IB`, `[0]mlx5_0:1::2/IB`, `[0]mlx5_0:1:3:2/IB`).
+NIC = re.compile(r"\[\d{1,3}\] ?([\w.-]{1,64}:\d{1,3})(?::\d{0,4})?(?::\d{1,4})?/(IB|RoCE)\b")
+NO_IB_DEVICE = "NET/IB : No device found"
+# The host of an NCCL line (`%s:%d:%d [%d] NCCL INFO`: hostname, pid, tid, CUDA device; NVIDIA/nccl@v2.30.7-1:
+# src/debug.cc ncclDebugLog).
+LINE_HOST = re.compile(r"([^\s:\[\]]{1,253}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL ")
 NET_SOCKET_USING = re.compile(r"NET/Socket : Using (.*)")
 # The interface NCCL bootstraps on (its out-of-band sockets), `<name>:<address><<port>>` (ncclSocketToString):
 # `Bootstrap : Using [0]ib0:10.1.2.3<0>` (up to 2.7: the interfaces found, the first one used), `Bootstrap : Using

@@ -276,6 +276,11 @@ def _fail_run_rules(containers: list[str]) -> list[dict]:
 # eviction, the Eviction API (a drain) and PodGC. FailJob turns it into reason PodFailurePolicy with a message
 # naming the condition, which the JobSet rule `disruption` restarts without spending the budget.
 DISRUPTION_RULE = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+# The condition the reaper (components/ops/reaper.py) sets on a pod that could not start (a bad image, a missing
+# Secret or volume): the Job fails at once, and the run with it (START_FAILED_PATTERN), not a gang restart that
+# would be stuck the same way.
+START_FAILED_CONDITION = "fastpath.dev/StartFailed"
+START_FAILED_RULE = {"action": "FailJob", "onPodConditions": [{"type": START_FAILED_CONDITION, "status": "True"}]}
 
 
 def _job(pod: dict, shape: NodeShape, ancestor: str | None, fail_run: list[str] | None = None) -> dict:
@@ -284,7 +289,9 @@ def _job(pod: dict, shape: NodeShape, ancestor: str | None, fail_run: list[str] 
     fatal = [PREFLIGHT] if PREFLIGHT in inits else []
     # kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go matchPodFailurePolicy: rules in order, init
     # containers' exit codes included; a podFailurePolicy needs restartPolicy Never, which every pod has.
-    spec["podFailurePolicy"] = {"rules": [*_fail_run_rules(fatal + (fail_run or [])), DISRUPTION_RULE]}
+    spec["podFailurePolicy"] = {
+        "rules": [*_fail_run_rules(fatal + (fail_run or [])), START_FAILED_RULE, DISRUPTION_RULE]
+    }
     spec["template"] = pod
     job: dict = {"spec": spec}
     if ancestor:
@@ -303,6 +310,7 @@ def fail_run_pattern(containers: list[str]) -> str:
 
 
 DISRUPTION_PATTERN = "^Pod \\S+ has condition DisruptionTarget matching FailJob rule"
+START_FAILED_PATTERN = f"^Pod \\S+ has condition {START_FAILED_CONDITION} matching FailJob rule"
 
 
 def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
@@ -320,6 +328,14 @@ def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
                 "onJobFailureMessagePatterns": [fail_run_pattern(fatal)],
             }
         )
+    rules.append(
+        {
+            "name": "start-failed",
+            "action": "FailJobSet",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": [START_FAILED_PATTERN],
+        }
+    )
     rules.append(
         {
             "name": "disruption",
