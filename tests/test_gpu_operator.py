@@ -24,6 +24,9 @@ GPU_CASES = [
     # useHostMofed is read only on the peermem path: under DMA-BUF it would say something it does not do.
     ("host-mofed-dmabuf", {}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
     ("host-mofed-peermem", {"gpu__gpuDirect": "peermem"}, {"driver": {"enabled": False, "rdma": {"enabled": True, "useHostMofed": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    # NVSentinel reads GPU health from the operator's standalone hostengine (gpu-operator@v26.7.0 dcgm.enabled,
+    # false by default: the exporter embeds its own).
+    ("health", {"health__enabled": True}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgm": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
     ("no-monitoring", {"monitoring": False}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": False}}}),
     (
         "monitoring-labels",
@@ -53,4 +56,4 @@ def test_gpu_operator_values(changes, expected):
     replaces list values, so a custom taint comes with the defaults of deployments/gpu-operator/values.yaml
     (`daemonsets.tolerations`, `node-feature-discovery.worker.tolerations`) repeated. The DCGM ServiceMonitor
     takes `additionalLabels` (same values.yaml, `dcgmExporter.serviceMonitor`)."""
-    assert gpu_operator.values(cfg("prod-ib", **changes)) == expected
+    assert gpu_operator.values(cfg("prod-ib", **{"health__enabled": False, **changes})) == expected

@@ -135,7 +135,11 @@ EDITS = [
         "killed",
         ["job-replace"],
     ),
-    ("namespace-added", "prod-ib", {"trainingNamespaces": ["training", "eval"]}, None, {"namespaces.added": "no-op"}, "no-op", "nothing running changes", ["namespace-delete"]),
+    ("namespace-added", "prod-ib", {"trainingNamespaces": ["training", "eval"]}, None, {"namespaces.added": "no-op", "operations.health": "rolling"}, "rolling", "nothing running changes", ["namespace-delete", "nvsentinel"]),
+    ("reaper-deadline", "prod-ib", {"reaper": {"startDeadlineMinutes": 10}}, None, {"operations.reaper": "rolling"}, "rolling", "fails at the reaper's first pass", ["reaper"]),
+    ("reaper-off", "prod-ib", {"reaper": {"enabled": False}}, None, {"operations.reaper": "rolling"}, "rolling", "holds its GPUs again", ["reaper"]),
+    ("health-off", "prod-roce", {"health": {"enabled": False}}, None, {"operations.health": "rolling", "charts.nvsentinel": "destructive"}, "destructive", "no longer taken out", ["nvsentinel"]),
+    ("health-lost-node-manual", "prod-v2", {"health": {"enabled": True, "lostNodeMinutes": None}}, None, {"operations.health": "rolling"}, "rolling", "apply to the next fault", ["nvsentinel"]),
     ("namespace-removed", "prod-roce", {"trainingNamespaces": ["research"]}, None, {"namespaces.removed": "destructive"}, "destructive", "deletes every object in it", ["namespace-delete"]),
     (
         "shared-rail-interface",

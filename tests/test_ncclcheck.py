@@ -34,6 +34,12 @@ CASES = [
     ("rank_missing", ["--expect", "ib", "--ranks", "16"], 1, "ib", True, False, "15 of 16 ranks reached Init COMPLETE"),
     ("below_floor", ["--expect", "ib", "--min-busbw", "360"], 1, "ib", True, False, "under the floor of 360 GB/s"),
     ("init_timeout", ["--expect", "ib"], 1, "ib", True, False, "a timeout"),
+    # --rails: every process's `NET/IB : Using` must list a NIC per rail. ib_rail_missing.log is ib_gdr_linerate.log with
+    # mlx5_9 gone from both nodes' lists (its port not ACTIVE) and 7/8 of the bandwidth: over prod-ib's floor of 300.
+    ("ib_gdr_linerate", ["--expect", "ib", "--min-busbw", "360", "--rails", "8"], 0, "ib", True, False, None),
+    ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300"], 0, "ib", True, False, None),
+    ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300", "--rails", "8"], 1, "ib", True, False, "NCCL found 7 of 8 rails' NICs on llm-ib-worker-0 (mlx5_0:1, mlx5_3:1, mlx5_4:1, mlx5_5:1, mlx5_6:1, mlx5_10:1, mlx5_11:1): NCCL leaves out a port that is not ACTIVE"),
+    ("socket_fallback_with_networks", ["--expect", "ib", "--rails", "2"], 1, "socket", False, True, "NCCL found 0 of 2 rails' NICs on llm-ib-worker-0 (none)"),
 ]
 
 
@@ -42,7 +48,7 @@ def check(log, *args):
     return res.returncode, json.loads(res.stdout)
 
 
-@pytest.mark.parametrize(("log", "args", "code", "transport", "gdr", "fell_back", "reason"), CASES, ids=[f"{c[0]}{'-' + '-'.join(c[1][1:2]) if c[1] else ''}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(("log", "args", "code", "transport", "gdr", "fell_back", "reason"), CASES, ids=[f"{c[0]}-{'-'.join(a.lstrip('-') for a in c[1][::2])}-{c[2]}" for c in CASES])
 def test_verdicts(log, args, code, transport, gdr, fell_back, reason):
     rc, out = check(log, *args)
     assert rc == code, out["reasons"]
@@ -109,6 +115,12 @@ SHAPES = [
         ["bus bandwidth: not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut); the floor of 300 GB/s cannot be checked"],
     ),
     ("truncated_during_init", ["--expect", "ib", "--ranks", "16"], "ib", True, "fail", ["11 of 16 ranks reached Init COMPLETE: 5 missing"]),
+    # --rails on each shape of the NIC list: merged NICs count one by one, SHARP and 2.7's list too.
+    ("ibext_v8_roce_merged", ["--expect", "roce", "--rails", "4"], "roce", True, "pass", []),
+    ("ibext_v8_roce_merged", ["--expect", "roce", "--rails", "8"], "roce", True, "fail", ["NCCL found 4 of 8 rails' NICs on gpu-roce-01 (mlx5_2:1, mlx5_3:1, mlx5_0:1, mlx5_1:1)"]),
+    ("ibext_ib_sharp", ["--expect", "ib", "--rails", "8"], "ib", True, "pass", []),
+    ("old_channel_format", ["--expect", "ib", "--rails", "8"], "ib", True, "pass", []),
+    ("nccltests_no_debug", ["--rails", "8"], "unknown", False, "incomplete", ["rails: not in this log (no 'NET/IB : Using' line, where NCCL's IB transport lists the NICs it found"]),
 ]
 
 
@@ -385,7 +397,7 @@ def test_generated_1000_rank_log_passes_on_ib_with_every_rank():
         path = Path(tmp) / "all_reduce_perf.log"
         assert ncclcheck_bench.generate(path, 2) >= 2_000_000
         res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), "--format", "json", "--expect", "ib", "--ranks", "1000"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-        line_by_line, _ = parse(read_lines(path))
+        line_by_line, _ = parse(read_lines(path), devices=False)  # as the CLI reads it without --rails
     out = json.loads(res.stdout)
     assert res.returncode == 0 and (out["verdict"], out["transport"], out["gdr"]) == ("pass", "ib", True)
     assert (out["nranks"], out["init_complete"], out["nccl_version"]) == (1000, 1000, "2.27.7")

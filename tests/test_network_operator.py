@@ -51,7 +51,9 @@ def test_one_nfd_and_no_node_feature_rule_without_its_crd(gpu_operator_on, nfd):
     CRD ships only with the NFD subchart (Chart.yaml `condition: nfd.enabled`). With the GPU Operator's NFD the
     rule is off: that NFD already labels pci-15b3 (gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml
     `node-feature-discovery.worker.config.sources.pci`, classes 02/0200/0207 with `deviceLabelFields: [vendor]`)."""
-    assert network_operator.values(cfg("prod-ib", components__gpuOperator=gpu_operator_on))["nfd"] == nfd
+    # Health reads the GPU Operator's DCGM, so it goes off with the operator.
+    p = cfg("prod-ib", components__gpuOperator=gpu_operator_on, health__enabled=gpu_operator_on)
+    assert network_operator.values(p)["nfd"] == nfd
 
 
 def test_gpu_operator_nfd_labels_mellanox_nics():

@@ -17,7 +17,21 @@ VALUES_FILES = {
     "volcano": "volcano.values.yaml",
     "csi-driver-nfs": "csi-driver-nfs.values.yaml",
     "kubeflow-trainer": "kubeflow-trainer.values.yaml",
+    "nvsentinel": "nvsentinel.values.yaml",
 }
+# NVSentinel's sub-charts whose values files are locked: the umbrella passes `<sub-chart>:` through to them.
+NVSENTINEL_SUBCHARTS = ("fault-quarantine", "node-drainer", "nic-health-monitor")
+# Charts whose values files are not locked (components/platform/health.py cert_manager_values says where its keys
+# are documented): their values are not checked here.
+UNCHECKED = {"cert-manager"}
+
+
+def chart_values(name: str) -> dict:
+    values = yaml.safe_load(upstream.path(f"values/{VALUES_FILES[name]}").read_text())
+    if name == "nvsentinel":
+        for sub in NVSENTINEL_SUBCHARTS:
+            values[sub] = yaml.safe_load(upstream.path(f"values/nvsentinel_subchart_{sub}.values.yaml").read_text())
+    return values
 
 
 def leaf_paths(d, prefix=()):
@@ -39,6 +53,12 @@ TEMPLATE_ONLY_KEYS = {
     ("kubeflow-trainer", ("jobset", "image", "repository")),
     ("kubeflow-trainer", ("jobset", "image", "tag")),
     ("kubeflow-trainer", ("jobset", "image", "pullPolicy")),
+    # NVSentinel sub-charts whose values files are not locked, read at lalitadithya/NVSentinel@e002c5dc (the commit
+    # registering v1.19.0): charts/kubernetes-object-monitor/values.yaml `policies`, charts/janitor-provider/
+    # values.yaml `csp.provider`, charts/labeler/values.yaml `assumeDriverInstalled`.
+    ("nvsentinel", ("kubernetes-object-monitor",)),
+    ("nvsentinel", ("labeler",)),
+    ("nvsentinel", ("janitor-provider",)),
 }
 
 
@@ -47,9 +67,11 @@ def test_every_helm_value_key_exists_upstream(stack, rendered):
     for pkg in rendered(stack).packages:
         if pkg["kind"] != "helm":
             continue
-        chart = yaml.safe_load(upstream.path(f"values/{VALUES_FILES[pkg['name']]}").read_text())
+        if pkg["name"] in UNCHECKED:
+            continue
+        chart = chart_values(pkg["name"])
         for path in leaf_paths(pkg["values"]):
-            if (pkg["name"], path) in TEMPLATE_ONLY_KEYS:
+            if (pkg["name"], path) in TEMPLATE_ONLY_KEYS or (pkg["name"], path[:1]) in TEMPLATE_ONLY_KEYS:
                 continue
             node = chart
             for k in path:
@@ -74,11 +96,21 @@ def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
         ("gpu-operator", ("dcgmExporter", "serviceMonitor", "enabled")),
         ("network-operator", ("sriov-network-operator", "sriovOperatorConfig", "deploy")),
         ("kubeflow-trainer", ("runtimes", "defaultEnabled")),
+        # components/platform/health.py: the DCGM hostengine named for the GPU Operator fastpath installs, and the
+        # circuit breaker the issue wants on, whatever a later chart defaults to.
+        ("nvsentinel", ("podMonitor", "enabled")),
+        ("nvsentinel", ("global", "dcgm", "mode")),
+        ("nvsentinel", ("global", "dcgm", "service", "endpoint")),
+        ("nvsentinel", ("global", "dcgm", "service", "port")),
+        ("nvsentinel", ("fault-quarantine", "circuitBreaker", "enabled")),
+        ("nvsentinel", ("fault-quarantine", "circuitBreaker", "duration")),
     }
     for pkg in rendered(stack).packages:
         if pkg["kind"] != "helm":
             continue
-        chart = yaml.safe_load(upstream.path(f"values/{VALUES_FILES[pkg['name']]}").read_text())
+        if pkg["name"] in UNCHECKED:
+            continue
+        chart = chart_values(pkg["name"])
         for path in leaf_paths(pkg["values"]):
             node, ours = chart, pkg["values"]
             for k in path:

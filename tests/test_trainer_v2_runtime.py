@@ -223,6 +223,13 @@ def test_failure_policy_is_a_gang_restart_and_a_failed_preflight_ends_the_run():
                 "onJobFailureMessagePatterns": [r"^Container (preflight) for pod \S+ failed with exit code 3 matching FailJob rule"],
             },
             {
+                # The reaper's condition (components/ops/reaper.py): a pod that cannot start ends the run.
+                "name": "start-failed",
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [r"^Pod \S+ has condition fastpath.dev/StartFailed matching FailJob rule"],
+            },
+            {
                 "name": "disruption",
                 "action": "RestartJobSetAndIgnoreMaxRestarts",
                 "onJobFailureReasons": ["PodFailurePolicy"],
@@ -235,6 +242,7 @@ def test_failure_policy_is_a_gang_restart_and_a_failed_preflight_ends_the_run():
     assert job["podFailurePolicy"] == {
         "rules": [
             {"action": "FailJob", "onExitCodes": {"containerName": "preflight", "operator": "In", "values": [3]}},
+            {"action": "FailJob", "onPodConditions": [{"type": "fastpath.dev/StartFailed", "status": "True"}]},
             {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]
     }

@@ -197,17 +197,28 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
             "mongodbStore": {"enabled": True},
             "faultQuarantine": {"enabled": True},
             "nodeDrainer": {"enabled": True},
-            "nicHealthMonitor": {"enabled": nics is not None},
-            "kubernetesObjectMonitor": {"enabled": h.lost_node_minutes is not None},
-            "faultRemediation": {"enabled": reboot},
-            "janitor": {"enabled": reboot},
-            "janitorProvider": {"enabled": reboot},
+            # Off by default, on when the stack needs them (below).
+            **({"nicHealthMonitor": {"enabled": True}} if nics is not None else {}),
+            **({"kubernetesObjectMonitor": {"enabled": True}} if h.lost_node_minutes is not None else {}),
+            **(
+                {
+                    "faultRemediation": {"enabled": True},
+                    "janitor": {"enabled": True},
+                    "janitorProvider": {"enabled": True},
+                }
+                if reboot
+                else {}
+            ),
         },
-        # The chart renders a PodMonitor unconditionally by default: only with the Prometheus Operator.
+        # Pinned both ways (the chart renders a PodMonitor unconditionally by default): only with the Prometheus
+        # Operator, whose CRD it needs.
         "podMonitor": {"enabled": platform.monitoring.enabled},
-        # With a host driver no driver DaemonSet pod exists for the labeler to see, and the NIC monitor would
-        # never be scheduled (its node selector wants driver.installed).
-        "labeler": {"assumeDriverInstalled": platform.gpu.driver_preinstalled},
+    }
+    if platform.gpu.driver_preinstalled:
+        # With a host driver no driver DaemonSet pod exists for the labeler to see, and the NIC monitor would never
+        # be scheduled (its node selector wants driver.installed): NVS:.../charts/labeler/values.yaml.
+        v["labeler"] = {"assumeDriverInstalled": True}
+    v |= {
         "fault-quarantine": {
             "circuitBreaker": {"enabled": True, "percentage": h.circuit_breaker_percent, "duration": "5m"},
             "ruleSets": rule_sets(platform),
@@ -234,8 +245,10 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
 
 
 def cert_manager_values() -> dict[str, Any]:
-    """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, off by default)."""
-    return {"crds": {"enabled": True, "keep": True}}
+    """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, off by default; `crds.keep`, on
+    by default, keeps them when the release goes). jetstack/cert-manager@v1.19.0:deploy/charts/cert-manager/values.yaml
+    is not among the locked upstream files, so tests/test_platform.py does not check these keys."""
+    return {"crds": {"enabled": True}}
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Read NCCL_DEBUG=INFO logs and nccl-tests output and say what happened, and whether it is the fast path.
 
     python -m tools.ncclcheck LOG... [--expect TRANSPORT] [--min-busbw GBPS] [--warn-busbw GBPS] [--ranks N]
-                              [--section NODES] [--bootstrap IFACE] [--allow-no-gdr] [--format text|json]
+                              [--section NODES] [--bootstrap IFACE] [--rails N] [--allow-no-gdr]
+                              [--format text|json]
 
 TRANSPORT is one a fabric kind of components/fabric/kinds.py names, or `local` (`-h` lists them).
 
@@ -9,16 +10,19 @@ Reports the transport each channel used (NET/IB with or without GDRDMA, the HPC-
 NET/Libfabric, NET/AWS Libfabric and NET/OFI, a kind's own net plugin's modules (kinds.py `net_modules`), NET/Socket,
 P2P, SHM), whether any rank fell back to Socket, nranks and
 how many ranks reached "Init COMPLETE", the NCCL version, the average and peak bus bandwidth with the message size at
-the peak, and known failure lines. RoCE is told from InfiniBand by the link layer of the devices NCCL lists
+the peak, the NICs NCCL's IB transport found (the longest list one process printed) and the NET devices the
+channel lines used, and known failure lines. RoCE is told from InfiniBand by the link layer of the devices NCCL lists
 (`mlx5_0:1/RoCE`), whichever verbs module (IB, IBext_v8, ...) drives them.
 
 It judges what the log shows and says what it cannot show. Exit 0 (`pass`, or `warn` under --warn-busbw but above
 the floor) when every check asked for holds: the expected transport (with GPUDirect RDMA on RDMA fabrics), every
 expected rank initialised, no failure line, the peak bus bandwidth at the floor, NCCL's bootstrap on the interface
---bootstrap names. Exit 1 with `fail`, the likely cause and the knob, when the log shows a check failing; exit 1 with
-`incomplete` when a check asked for cannot be judged because its lines are not in this log (nccl-tests output without
-NCCL INFO lines has bandwidth but no transport; a cut log has no results table). What was not asked for and is not in
-the log is only reported. Exit 2 when a log cannot be read.
+--bootstrap names, a NIC for each of the --rails in every process's IB device list (`NET/IB : Using`, from which
+NCCL leaves out ports that are not ACTIVE and NICs NCCL_IB_HCA filters out). Exit 1 with `fail`, the likely cause
+and the knob, when the log shows a check failing; exit 1 with `incomplete` when a check asked for cannot be judged
+because its lines are not in this log (nccl-tests output without NCCL INFO lines has bandwidth but no transport; a
+cut log has no results table). What was not asked for and is not in the log is only reported. Exit 2 when a log
+cannot be read.
 
 Logs are read in blocks of whole lines, in bounded memory whatever their size; prefixes that launchers and log
 collectors put before each line (Open MPI `[1,0]<stdout>:`, `kubectl logs --timestamps` and `--prefix`, NCCL's own

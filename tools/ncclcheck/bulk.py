@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import accumulate, compress
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tools.ncclcheck.parse import (
     MAX_LINE,
     MAX_NAMES,
     MAX_RANKS,
+    NO_IB_DEVICE,
     NRANKS,
     SECTION_BEGIN,
     SECTION_END,
@@ -44,8 +46,8 @@ MAX_SHAPES = 1 << 14
 class BlockParser(Parser):
     """A `Parser` that also reads blocks of whole lines, judging each distinct line shape once."""
 
-    def __init__(self, bootstrap: bool = True) -> None:
-        super().__init__(bootstrap)
+    def __init__(self, bootstrap: bool = True, devices: bool = True) -> None:
+        super().__init__(bootstrap, devices)
         self.shapes: dict[bytes, Shape] = {}  # by line with its digits zeroed
         self.pointerless: dict[bytes, Shape] = {}  # by line with its pointers zeroed too
 
@@ -66,11 +68,22 @@ class BlockParser(Parser):
         # Every `via P0P/` of the zeroed lines must have been a `via P2P/` (their shapes put the 2 back): each `via
         # P2P/` in the block is a `via P0P/` in them, so the counts are equal only then.
         p2p = sum(line.count(P2P[1]) * n for line, (_, n) in judged.items() if P2P[1] in line)
-        if (p2p and block.count(P2P[0]) != p2p) or not self._order_free(judged.values()):
+        # A NIC list in a line read whole would be kept or not in an order the shapes cannot tell, and a NET device
+        # found where `feed` reads none would be too many: rare lines, so the whole block goes line by line.
+        if (
+            (p2p and block.count(P2P[0]) != p2p)
+            or any(shape.slow_nics or (self.read_devices and not shape.devices_agree) for shape, _ in judged.values())
+            or not self._order_free(judged.values())
+        ):
             self._feed_lines(block)
             return
         for shape, n in judged.values():
             shape.apply(self, n)
+        self._nic_lists(block, norm, judged)
+        if self.read_devices and any(shape.device for shape, _ in judged.values()):
+            # One search finds none in the common case (every device already seen), then findall those it finds.
+            if (unseen := _unseen_devices(frozenset(self.net_devices))).search(block):
+                self.net_devices.update(map(int, unseen.findall(block)))
         per_line = {line: n for line, (shape, n) in judged.items() if shape.per_line}
         if not per_line:
             return
@@ -82,6 +95,20 @@ class BlockParser(Parser):
             self._read_in_bulk(block, norm, slow, kinds, env_at, boot)
         else:
             self._read_line_by_line(block, lines, judged, set(per_line))
+
+    def _nic_lists(self, block: bytes, norm: bytes, judged: dict[bytes, tuple[Shape, int]]) -> None:
+        """The block's NIC lists: how many NICs a line lists is its shape's, so only the first line of the longest
+        (when longer than the longest yet) and of the shortest (when shorter than the shortest yet) is read; the
+        first of each length in the log is the one kept, as feeding every line would keep it."""
+        counts = {line: shape.nic_count for line, (shape, _) in judged.items() if shape.nic_count is not None}
+        if not counts:
+            return
+        longest, shortest = max(counts.values()), min(counts.values())
+        wanted = [line for line, count in counts.items() if count == longest and longest > len(self.nics)]
+        if self.fewest is None or shortest < len(self.fewest):
+            wanted += [line for line, count in counts.items() if count == shortest]
+        for start, length in sorted({_line_starts(norm, line, 1)[0] for line in wanted}):
+            self._nic_line(strip_prefix(block[start : start + length].decode("ascii")))
 
     def _judged(self, lines: list[bytes]) -> dict[bytes, tuple[Shape, int]]:
         """Each distinct line (digits zeroed) with its shape and how many times it is there."""
@@ -245,6 +272,22 @@ RANKS_BYTES = re.compile(rb"rank (\d{1,9}) nranks (\d{1,9})( [^\n]*- Init COMPLE
 ENV_BYTES = re.compile(rb"(NCCL_\w{1,64}) set by environment to ([^\s]{0,200})")
 TEST_RANK_BYTES = re.compile(rb"#[^\S\n]+Rank[^\S\n]+(\d{1,9})[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid\b")
 RANKS_ANYWHERE = re.compile(rb"rank \d{1,9} nranks \d{1,9}")
+# The device of a NET channel (`via NET/IB/3/GDRDMA`: 3) over a block; Shape.of checks that it finds in each line
+# the one `feed` reads (parse.net_device), at the same place, and nothing else.
+NET_DEVICE = rb"via NET/[^/\n]{1,64}/%s(\d{1,3})(?![^/\s])"
+NET_DEVICE_BYTES = re.compile(NET_DEVICE % b"")
+
+
+@lru_cache(maxsize=64)
+def _unseen_devices(seen: frozenset[int]) -> re.Pattern[bytes]:
+    """NET_DEVICE_BYTES but for the devices in `seen`: over a block whose devices were all seen it finds nothing,
+    one search without a match object per channel line (the set of devices is small and soon complete)."""
+    if not seen:
+        return NET_DEVICE_BYTES
+    known = b"|".join(str(device).encode() for device in sorted(seen))
+    return re.compile(NET_DEVICE % (b"(?!(?:" + known + rb")(?![^/\s]))"))
+
+
 # BOOTSTRAP_USING as one pattern per lead, each with its literal prefix for sre's fast scan (the alternation has
 # none, and is twenty times slower over a block); their matches never overlap (a lead holds spaces, the interface
 # and address none), so together, in order, they find what BOOTSTRAP_USING finds.
@@ -302,6 +345,10 @@ class Shape:
     boot_at: tuple[tuple[int, int], ...] = ()  # where the interfaces BOOTSTRAP_BYTES finds are, in order
     hits: tuple[int, int, int, int] = (0, 0, 0, 0)  # matches of RANKS_ANYWHERE, ENV_BYTES, TEST_RANK_BYTES,
     # BOOTSTRAP_BYTES in the line
+    nic_count: int | None = None  # a process's NIC list (`NET/IB : Using ...`) of this many NICs, whatever digits
+    slow_nics: bool = False  # read whole, and may hold a NIC list (or `No device found`)
+    device: bool = False  # a NET channel whose device NET_DEVICE_BYTES reads
+    devices_agree: bool = True  # NET_DEVICE_BYTES finds in this shape the device `feed` reads, and nothing else
 
     @property
     def in_bulk(self) -> bool:
@@ -310,6 +357,8 @@ class Shape:
         if self.via is not None:
             return False
         if self.slow:
+            # A NIC list's bootstrap interface (`; OOB eth0:...`) is read both where bulk reads every line's, in line
+            # order, and by `feed`, which adds nothing new: its line is ASCII (judged), so both find the same names.
             return self.hits == (0, 0, 0, 0) and not self.boot
         return self.hits == (int(self.nranks), int(self.env is not None), int(self.rank_at is not None), self.boot)
 
@@ -342,7 +391,33 @@ class Shape:
         # Spans in the shape are spans in each of its lines: zeroing keeps lengths and the classes patterns match.
         ranks = RANKS_BYTES.search(shape) if judged.nranks else None
         ranks_at = (*ranks.span(1), *ranks.span(2)) if ranks else None
-        return replace(judged, hits=hits, boot=boot, boot_at=boot_at, ranks_at=ranks_at)
+        device_at = cls._device_at(shape)
+        found = [m.start() for m in NET_DEVICE_BYTES.finditer(shape)]
+        return replace(
+            judged,
+            hits=hits,
+            boot=boot,
+            boot_at=boot_at,
+            ranks_at=ranks_at,
+            slow_nics=judged.slow and b"NET/IB" in shape and (b"Using" in shape or NO_IB_DEVICE.encode() in shape),
+            device=device_at is not None,
+            devices_agree=found == ([] if device_at is None else [device_at]),
+        )
+
+    @staticmethod
+    def _device_at(shape: bytes) -> int | None:
+        """Where the `via ` of the NET device `feed` reads in lines of this shape starts, or None: none read, or a
+        line `feed` reads whole without a probe here (then NET_DEVICE_BYTES must find nothing in it)."""
+        if b"NET/" not in shape or not shape.isascii() or len(shape) > MAX_LINE or STR_ONLY_SPACE.search(shape):
+            return None
+        text = shape.decode("ascii")
+        probe = Parser(bootstrap=False, devices=True)
+        probe.feed(text)
+        line = strip_prefix(text)
+        if not probe.net_devices or not (m := CHANNEL.search(line)):
+            return None
+        lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
+        return lead + m.start(1) - len("via ")
 
     @classmethod
     def _judge(cls, shape: bytes) -> Shape:
@@ -374,6 +449,15 @@ class Shape:
         channel = next(iter(probe.channels), None)
         network = next(iter(probe.networks), None)
         env = next(iter(r.env.items()), None)
+        if probe.fewest is not None:  # a NIC list: read from its line when it is the longest or the shortest yet
+            if not probe.fewest or channel or env or r.nranks is not None or "0" in (network or ""):
+                return cls(slow=True, env=env)
+            return cls(
+                nccl_lines=r.nccl_lines,
+                network=network,
+                link_layers=frozenset(probe.link_layers),
+                nic_count=len(probe.fewest),
+            )
         if channel and "0" in channel and (m := CHANNEL.search(line)):  # read from each line, at the same place
             return cls(nccl_lines=r.nccl_lines, via=(lead + m.start(1), lead + m.end(1)))
         if any("0" in value for value in (channel or "", network or "")):
@@ -481,10 +565,14 @@ def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
 
 
 def parse_files(
-    paths: Iterable[Path], section: int | None = None, chunk_size: int = CHUNK, bootstrap: bool = True
+    paths: Iterable[Path],
+    section: int | None = None,
+    chunk_size: int = CHUNK,
+    bootstrap: bool = True,
+    devices: bool = True,
 ) -> tuple[Report, bool]:
     """`parse` of the logs' lines, read in blocks: the same report, at the speed of a few passes in C over the log."""
-    parser = BlockParser(bootstrap)
+    parser = BlockParser(bootstrap, devices)
 
     def blocks() -> Iterator[bytes | str]:
         for path in paths:
@@ -503,7 +591,7 @@ def parse_files(
                     parser.feed(lines) if isinstance(lines, str) else parser.feed_block(lines)
                 continue
             if (stripped := strip_prefix(marker)) == begin:
-                parser, found, inside = BlockParser(bootstrap), True, True
+                parser, found, inside = BlockParser(bootstrap, devices), True, True
             elif stripped == end and inside:
                 return parser.report(), found
             elif inside:

@@ -29,6 +29,8 @@ def to_json(r: Report) -> dict:
         "socket_interfaces",
         "bootstrap_interfaces",
         "env",
+        "fewest_nics",
+        "fewest_nics_host",
     ):
         d.pop(key)
     return d
@@ -46,9 +48,19 @@ def render_text(r: Report, ranks: int | None) -> str:
         if r.peak_busbw_gbps is not None
         else "no nccl-tests results"
     )
+    devices = (
+        ""
+        if r.net_devices is None
+        else f"; channel lines used NET devices {', '.join(map(str, r.net_devices)) or 'none'}"
+    )
     lines = [
         f"NCCL {r.nccl_version or '?'}: transport {transport}, {initialised}, {bw}",
         "channels: " + (", ".join(f"{k} x{v}" for k, v in r.channels.items()) or "none"),
+        *(
+            [f"NICs: {len(r.nics)} ({', '.join(r.nics) or 'none'}){devices}"]
+            if r.fewest_nics is not None or r.net_devices
+            else []
+        ),
         f"verdict: {r.verdict}",
         *(f"  - {reason}" for reason in r.reasons),
     ]
@@ -56,6 +68,17 @@ def render_text(r: Report, ranks: int | None) -> str:
     if notes:
         lines += ["not in this log (not asked for):", *(f"  - {n}" for n in notes)]
     return "\n".join(lines)
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the interface NCCL must bootstrap on (NCCL_SOCKET_IFNAME, "
         "fabric.podInterface; a host-network pod's: the node's primary interface)",
     )
+    ap.add_argument(
+        "--rails",
+        type=positive,
+        metavar="N",
+        help="NICs every process's IB transport must find (the profile's rails): fewer fails, naming those found; "
+        "also reads the NET devices the channel lines used (net_devices)",
+    )
     ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
@@ -91,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             yield path
 
     try:
-        # Bootstrap interfaces only when they are checked: reading them costs a regex pass over the log.
-        report, found = parse_files(paths(), args.section, bootstrap=args.bootstrap is not None)
+        # Bootstrap interfaces and NET devices only when they are checked: each costs a regex pass over the log.
+        report, found = parse_files(
+            paths(), args.section, bootstrap=args.bootstrap is not None, devices=args.rails is not None
+        )
     except OSError as err:
         print(f"{current[0] if current else ''}: cannot read log: {err.strerror or err}", file=sys.stderr)
         return 2
@@ -105,7 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         missing_section(report, args.section)
     else:
-        judge(report, args.expect, args.min_busbw, args.ranks, args.allow_no_gdr, args.warn_busbw, args.bootstrap)
+        judge(
+            report,
+            args.expect,
+            args.min_busbw,
+            args.ranks,
+            args.allow_no_gdr,
+            args.warn_busbw,
+            args.bootstrap,
+            args.rails,
+        )
     try:
         print(json.dumps(to_json(report), indent=2) if args.format == "json" else render_text(report, args.ranks))
         sys.stdout.flush()

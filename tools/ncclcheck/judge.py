@@ -21,9 +21,11 @@ def judge(
     allow_no_gdr: bool,
     warn_busbw: float | None = None,
     bootstrap: str | None = None,
+    rails: int | None = None,
 ) -> Report:
     """Set `r`'s verdict and reasons for the checks asked for (`expect`ed transport, bus bandwidth floor and warning
-    level, `ranks` that must initialise, the `bootstrap` interface) and return it."""
+    level, `ranks` that must initialise, the `bootstrap` interface, the NICs of the profile's `rails` every process
+    must find) and return it."""
     failed: list[str] = []  # the log shows a check failing
     absent: list[str] = []  # a check asked for whose lines are not in this log
     notes: list[str] = []  # what the log cannot show, not asked for
@@ -75,6 +77,8 @@ def judge(
     _judge_ranks(r, ranks, failed, absent, notes)
     if bootstrap is not None:
         _judge_bootstrap(r, bootstrap, failed, absent)
+    if rails is not None:
+        _judge_rails(r, rails, failed, absent, notes)
     failed += r.failures
     if r.peak_busbw_gbps is None:
         why = "not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut)"
@@ -126,6 +130,63 @@ def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[
             f"fabric.podInterface names {interface} but NCCL used {', '.join(others)}; set them to the "
             "interface that routes between the nodes (on the host network: the node's primary interface)"
         )
+
+
+def _judge_rails(r: Report, rails: int, failed: list[str], absent: list[str], notes: list[str]) -> None:
+    """Every process's IB transport must find a NIC per rail. NCCL lists the ports it will use (`NET/IB : Using`,
+    once per process) after skipping those that are not ACTIVE and those NCCL_IB_HCA filters out
+    (NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/init.cc ncclIbInitDevices), so a shorter list is a rail this job
+    runs without. The channel lines' NET devices are only a note: a log often holds some ranks' channels only."""
+    if r.fewest_nics is None:
+        absent.append(
+            "rails: not in this log (no 'NET/IB : Using' line, where NCCL's IB transport lists the NICs it found: "
+            f"run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET); --rails {rails} cannot be checked"
+        )
+        return
+    if len(r.fewest_nics) < rails:
+        where = f" on {r.fewest_nics_host}" if r.fewest_nics_host else ""
+        found = ", ".join(r.fewest_nics) or "none"
+        others = [nic for nic in r.nics if nic not in r.fewest_nics]
+        hca = r.env.get("NCCL_IB_HCA")
+        unmatched = hca_entries_not_found(hca, r.fewest_nics) if hca else []
+        failed.append(
+            f"NCCL found {len(r.fewest_nics)} of {rails} rails' NICs{where} ({found})"
+            + (f"; other processes found {', '.join(others)} too" if others else "")
+            + (f"; NCCL_IB_HCA={hca} names {', '.join(unmatched)}, which it did not find" if unmatched else "")
+            + ": NCCL leaves out a port that is not ACTIVE (a link down or not yet up: ibstat on that node) and a NIC "
+            "that NCCL_IB_HCA does not match, and a pod has no NIC of a rail whose resource it does not request; "
+            "check that port, NCCL_IB_HCA and the pod's rail resources"
+        )
+    if r.net_devices and len(r.net_devices) < rails and not r.fell_back_to_socket:
+        devices = ", ".join(map(str, r.net_devices))
+        notes.append(
+            f"rails in use: the channel lines in this log use NET device{'s' if len(r.net_devices) > 1 else ''} "
+            f"{devices} ({len(r.net_devices)} of {rails}); the other ranks' channel lines are not in it, so this "
+            "is not judged"
+        )
+
+
+def hca_entries_not_found(hca: str, nics: list[str]) -> list[str]:
+    """The devices an NCCL_IB_HCA list names that match none of `nics` (`device:port`), the way NCCL matches them
+    (NVIDIA/nccl@v2.30.7-1:src/misc/utils.cc parseStringList, matchIfList): entries `device[:port[:rail[:plane]]]`
+    split at commas, a device name matched as a prefix unless the list starts with `=`. An exclusion list (`^...`)
+    names the NICs NCCL must not use: none of it is expected."""
+    if hca.startswith("^"):
+        return []
+    exact = hca.startswith("=")
+    found = [nic.split(":") for nic in nics]
+    missing = []
+    for entry in hca.removeprefix("=").split(","):
+        device, _, rest = entry.partition(":")
+        port = rest.partition(":")[0]
+        if not device:
+            continue
+        if not any(
+            (name == device if exact else name.startswith(device)) and (not port or port == nic_port)
+            for name, nic_port, *_ in found
+        ):
+            missing.append(entry)
+    return missing
 
 
 def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[str], notes: list[str]) -> None:

@@ -162,6 +162,8 @@ class Report:
     channels: dict[str, int] = field(default_factory=dict)
     networks: list[str] = field(default_factory=list)  # NET module names: IB, IBext_v8, AWS Libfabric, Socket...
     link_layers: list[str] = field(default_factory=list)  # of the verbs devices NCCL listed: IB, RoCE
+    nics: list[str] = field(default_factory=list)  # the longest NIC list one process printed, `device:port`
+    net_devices: list[int] | None = None  # NET device indices the channel lines used; None: not read
     failures: list[str] = field(default_factory=list)
     verdict: str = "fail"  # pass, warn, fail, incomplete
     reasons: list[str] = field(default_factory=list)
@@ -176,6 +178,8 @@ class Report:
     socket_interfaces: list[str] = field(default_factory=list)
     bootstrap_interfaces: list[str] = field(default_factory=list)  # where NCCL bootstrapped (Bootstrap / OOB)
     env: dict[str, str] = field(default_factory=dict)
+    fewest_nics: list[str] | None = None  # the shortest NIC list one process printed; None: no process printed one
+    fewest_nics_host: str = ""  # the host of the process that printed it
 
 
 def strip_prefix(line: str) -> str:
@@ -197,6 +201,14 @@ def transport_name(via: str) -> str:
     return "/".join(parts[:2])
 
 
+def net_device(via: str) -> int | None:
+    """The NET device a channel used, from its `via` text: `NET/IB/3/GDRDMA` -> 3, `NET/AWS Libfabric/0` -> 0."""
+    parts = via.split("/", 3)
+    if len(parts) < 3 or parts[0] != "NET" or not (parts[2].isascii() and parts[2].isdigit() and len(parts[2]) <= 3):
+        return None
+    return int(parts[2])
+
+
 def net_family(name: str) -> str | None:
     """What a NET module name is: `ib` (verbs: the internal IB, the HPC-X plugin's IBext / IBext_v6..v11, UCX),
     `ofi` (aws-ofi-nccl: Libfabric, AWS Libfabric up to 1.11, OFI), `plugin` (a kind's own net plugin:
@@ -216,13 +228,19 @@ def net_family(name: str) -> str | None:
 class Parser:
     """Reads a log one line at a time; memory stays bounded whatever the log holds."""
 
-    def __init__(self, bootstrap: bool = True) -> None:
-        # Whether to read the interfaces NCCL bootstrapped on: a regex pass over every block, so only when asked.
+    def __init__(self, bootstrap: bool = True, devices: bool = True) -> None:
+        # Whether to read the interfaces NCCL bootstrapped on and the NET devices of the channel lines: each is a
+        # regex pass over the blocks that hold them (bulk.py), so only when asked.
         self.read_bootstrap = bootstrap
+        self.read_devices = devices
         self.r = Report()
         self.channels: Counter[str] = Counter()
         self.link_layers: set[str] = set()
         self.networks: set[str] = set()
+        self.nics: list[str] = []  # the longest NIC list a process printed, the first of that length
+        self.fewest: list[str] | None = None  # the shortest, the first of that length, and its host
+        self.fewest_host = ""
+        self.net_devices: set[int] = set()  # at most 1000: three digits
         self.bootstrap: list[str] = []  # interfaces in the order first seen (a list: bounded, added in order)
         self.complete: set[int] = set()
         self.test_ranks: set[int] = set()
@@ -262,9 +280,12 @@ class Parser:
             if name.startswith("NET/"):
                 r.net_channels += 1
                 self._network(name.split("/")[1])
+                if self.read_devices and (device := net_device(m.group(1))) is not None:
+                    self.net_devices.add(device)
             return
         if "NET/IB" in line:
             self.link_layers.update(LINK_LAYER.findall(line))
+            self._nic_line(line)
         if "etwork" in line and (m := USING_NETWORK.search(line)):
             self._network(m.group(1))
         if "NET/Socket : Using" in line and (m := NET_SOCKET_USING.search(line)):
@@ -279,6 +300,23 @@ class Parser:
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
                 r.env[m.group(1)] = m.group(2)
+
+    def _nic_line(self, line: str) -> None:
+        """A line of NCCL's IB transport: one process's NIC list (`NET/IB : Using ...`, or none found), if it is one.
+        The longest and the shortest list are kept, each the first of its length."""
+        if "Using" in line and (m := IB_USING.search(line)):
+            found = NIC.findall(line, m.end())
+        elif NO_IB_DEVICE in line:
+            found = []
+        else:
+            return
+        self.link_layers.update(layer for _, layer in found)
+        names = [name for name, _ in found[:MAX_NAMES]]  # as many as the line lists, whatever its digits
+        if len(names) > len(self.nics):
+            self.nics = names
+        if self.fewest is None or len(names) < len(self.fewest):
+            host = LINE_HOST.search(line)
+            self.fewest, self.fewest_host = names, host.group(1) if host else ""
 
     def _bootstrap(self, names: Iterable[str]) -> None:
         for name in names:
@@ -330,6 +368,10 @@ class Parser:
         r.networks = sorted(self.networks)
         r.bootstrap_interfaces = list(self.bootstrap)
         r.link_layers = sorted(self.link_layers)
+        r.nics = list(self.nics)
+        r.fewest_nics = None if self.fewest is None else list(self.fewest)
+        r.fewest_nics_host = self.fewest_host
+        r.net_devices = sorted(self.net_devices) if self.read_devices else None
         if self.avg_count:
             r.avg_busbw_gbps = round(self.avg_sum / self.avg_count, 3)
         channel_nets = {c.split("/")[1] for c in self.channels if c.startswith("NET/")}
@@ -380,11 +422,13 @@ SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
 SECTION_END = "fastpath-acceptance: end {n} nodes"
 
 
-def parse(lines: Iterable[str], section: int | None = None, bootstrap: bool = True) -> tuple[Report, bool]:
+def parse(
+    lines: Iterable[str], section: int | None = None, bootstrap: bool = True, devices: bool = True
+) -> tuple[Report, bool]:
     """The report of a log (of its `section`-node run when given) and whether that run was found. A run that
     starts again starts a fresh report; a log cut off mid-run is judged on what is there. `bootstrap`: read the
-    interfaces NCCL bootstrapped on."""
-    parser = Parser(bootstrap)
+    interfaces NCCL bootstrapped on; `devices`: the NET devices of the channel lines."""
+    parser = Parser(bootstrap, devices)
     if section is None:
         for line in lines:
             parser.feed(line)
@@ -395,7 +439,7 @@ def parse(lines: Iterable[str], section: int | None = None, bootstrap: bool = Tr
         if "fastpath-acceptance:" in line:
             marker = strip_prefix(line)
             if marker == begin:
-                parser, found, inside = Parser(bootstrap), True, True
+                parser, found, inside = Parser(bootstrap, devices), True, True
                 continue
             if marker == end and inside:
                 break
