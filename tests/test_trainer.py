@@ -188,7 +188,7 @@ def test_install_order_in_the_graph(rendered):
     assert trainer_release.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
     assert {release["volcano"].urn, ns.urn} <= set(trainer_release.dependencies)
     runtimes = by_type["ClusterTrainingRuntime"]
-    assert len(runtimes) == 9
+    assert len(runtimes) == 10  # 3 frameworks x 3 tiers, and the acceptance's
     assert all(trainer_release.urn in r.dependencies for r in runtimes)
     names = {r.urn: r.inputs["metadata"].get("name") for r in run.registrations if r.custom and isinstance(r.inputs.get("metadata"), dict)}
     for job in by_type["TrainJob"]:
@@ -297,7 +297,12 @@ def test_runtimes_are_one_per_framework_and_tier(rendered):
     objs = [o for o in rendered(V2).objects if o["kind"] == "ClusterTrainingRuntime"]
     tiers = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["replicatedJobs"][-1]["template"]["spec"]["template"]["spec"]["priorityClassName"] for o in objs}
     assert tiers == {
-        f"fastpath-{fw}{suffix}": tier for fw in ("torch", "mpi", "plain") for suffix, tier in (("", "training-standard"), ("-critical", "training-critical"), ("-preemptible", "training-preemptible"))
+        **{
+            f"fastpath-{fw}{suffix}": tier
+            for fw in ("torch", "mpi", "plain")
+            for suffix, tier in (("", "training-standard"), ("-critical", "training-critical"), ("-preemptible", "training-preemptible"))
+        },
+        "fastpath-mpi-acceptance": "training-standard",  # the fabric acceptance's (acceptance.enabled on jobApi v2)
     }
     for o in objs:
         assert o["spec"]["template"]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "research"}

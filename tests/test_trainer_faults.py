@@ -9,6 +9,7 @@ import pytest
 
 from components.jobs.runtime_v2.build import MPI_HOSTS, PREFLIGHT
 from components.jobs.runtime_v2.controller import effective_jobset
+from components.jobs.trainjob import ACCEPTANCE_RUNTIME
 from tests import jobset_v012 as js
 from tests import trainer_v230 as tv2
 
@@ -40,11 +41,13 @@ def test_nothing_restarts_in_place(rendered):
             assert r["template"]["spec"]["backoffLimit"] == 0, rt["metadata"]["name"]
             assert r["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
         policy = rt["spec"]["template"]["spec"]["failurePolicy"]
-        assert policy["restartStrategy"] == "BlockingRecreate" and policy["maxRestarts"] == MAX_RESTARTS
+        budget = 0 if rt["metadata"]["name"] == ACCEPTANCE_RUNTIME else MAX_RESTARTS  # a failed size fails it
+        assert policy["restartStrategy"] == "BlockingRecreate" and policy["maxRestarts"] == budget
 
 
 # (job, replicated job that loses a pod)
-LOST = [("llama-pretrain", "node"), ("ds-moe", "node"), ("ds-moe", "launcher"), ("nccl-acceptance", "node")]
+# (the acceptance has no restart budget: test_v2_acceptance_fails_when_a_size_fails)
+LOST = [("llama-pretrain", "node"), ("ds-moe", "node"), ("ds-moe", "launcher")]
 
 
 @pytest.mark.parametrize(("job", "where"), LOST, ids=[f"{j}:{w}" for j, w in LOST])
@@ -202,3 +205,25 @@ def test_a_stack_cannot_give_runs_a_ttl(ttl):
 
     with pytest.raises(ValueError, match="recreates a failed run once its JobSet is deleted"):
         TrainerConfig(ttlSecondsAfterFinished=ttl)
+
+
+def test_v2_acceptance_fails_when_a_size_fails(rendered):
+    """The acceptance TrainJob names its own runtime, the MPI one without restarts: a size whose mpirun fails makes
+    the launcher exit 1 after the series, its Job fails (backoffLimit 0) and the JobSet fails at once
+    (RestartJobSet at maxRestarts 0: ReachedMaxRestarts), so the TrainJob is Failed, not Complete. A preemption
+    still restarts it."""
+    tj, jobset = jobset_of(rendered, "nccl-acceptance")
+    assert tj["spec"]["runtimeRef"]["name"] == "fastpath-mpi-acceptance"
+    series = tj["spec"]["trainer"]["command"][-1]
+    assert series.rstrip().endswith("exit $status") and "|| status=1" in series
+    launcher = rjob(jobset, "launcher")["template"]["spec"]
+    reason, message = js.job_failure(launcher, js.PodFailure("nccl-acceptance-launcher-0-0", container="node", exit_code=1))
+    status = js.JobSetStatus()
+    js.apply_action(jobset, status, js.failure_action(jobset, "launcher", reason, message))
+    assert (status.condition, status.reason) == ("Failed", "ReachedMaxRestarts")
+    preempted = js.PodFailure("nccl-acceptance-node-0-0", container="node", exit_code=143, conditions=("DisruptionTarget",))
+    reason, message = js.job_failure(rjob(jobset, "node")["template"]["spec"], preempted)
+    assert js.failure_action(jobset, "node", reason, message) == "RestartJobSetAndIgnoreMaxRestarts"
+    # The training runtimes keep their budget: only the acceptance's is 0.
+    _, training = jobset_of(rendered, "ds-moe")
+    assert training["failurePolicy"]["maxRestarts"] == MAX_RESTARTS

@@ -196,7 +196,7 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
         }
     prof = make_profile(p)
     if prof.trainer is not None:
-        facets["runtimes"] = _by_name(trainer.runtimes(prof))
+        facets["runtimes"] = _by_name(trainer.runtimes(prof, trainer.publishes_acceptance(p)))
     facets["operations"] = _operations(p)
     facets["jobs"], gangs = _jobs(p, jobs)
     if p.acceptance.enabled:

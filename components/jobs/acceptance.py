@@ -23,7 +23,7 @@ import pulumi
 
 from components import k8s, versions
 from components.fabric import wiring as fabric
-from components.jobs import component
+from components.jobs import component, trainjob
 from components.jobs.launch import mpirun_command
 from components.jobs.resolve import Resolved, resolve
 from components.model.config import AcceptanceConfig, FabricConfig
@@ -122,9 +122,8 @@ def hosts(r: Resolved, n: int) -> list[str]:
 
 def series_script(r: Resolved, counts: list[int]) -> str:
     """The launcher's series: each node count in turn on the first N workers, between marker lines; the job
-    fails if any run failed, after all ran. On v2 a failed launcher would restart the whole gang (the runtime's
-    failure policy) and measure again: the series ends with its status on a marker line instead, and the
-    verdict is the check commands'."""
+    fails if any run failed, after all ran. On v2 its runtime is the acceptance's own (trainjob.ACCEPTANCE_RUNTIME,
+    no gang restart), so a failed size fails the TrainJob instead of measuring the series again."""
     base = mpirun_command(r)
     np_at = base.index("-np")
     lines = ["status=0"]
@@ -138,10 +137,7 @@ def series_script(r: Resolved, counts: list[int]) -> str:
             f"{shlex.join(cmd)} || status=1",
             f"echo '{MARKER} end {n} nodes'",
         ]
-    if r.api == "v2":
-        lines += [f"echo '{MARKER} status '$status", "exit 0"]
-    else:
-        lines.append("exit $status")
+    lines.append("exit $status")
     return "\n".join(lines) + "\n"
 
 
@@ -160,6 +156,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     manifest = component.manifest(r)
     if r.api == "v2":
         manifest["spec"]["trainer"]["command"] = ["sh", "-c", series_script(r, counts)]
+        manifest["spec"]["runtimeRef"]["name"] = trainjob.ACCEPTANCE_RUNTIME
         logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
     else:
         launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]

@@ -12,6 +12,8 @@ runtimes' node shape and a resolved job into its TrainJob; components/jobs/runti
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components import k8s
 from components.fabric import wiring as fabric
 from components.jobs.files import FILES_MOUNT, files_configmap_name
@@ -22,7 +24,7 @@ from components.jobs.runtime_v2 import build, controller
 from components.jobs.runtime_v2.build import NodeShape
 from components.jobs.sizing import sizing
 from components.model.job import JobSpec
-from components.model.profile import Profile, runtime_name
+from components.model.profile import DEFAULT_PRIORITY_CLASS, RUNTIME_PREFIX, Profile, runtime_name
 
 V2_FRAMEWORK = {"pytorch": "torch", "mpi": "mpi"}  # tensorflow has no v2 runtime (checks.api_problems)
 RUNTIME_COMPONENT = "trainer"
@@ -71,6 +73,22 @@ def runtime(profile: Profile, framework: str, tier: str | None) -> dict:
         framework,
         node_shape(profile, framework, tier),
         labels=k8s.labels(profile.cluster, RUNTIME_COMPONENT),
+    )
+
+
+# The fabric acceptance's own runtime (MPI, no gang restart): a size that fails fails the acceptance TrainJob, where
+# the training runtimes would measure the whole series again maxRestarts times. A preemption still restarts it
+# (the disruption rule ignores maxRestarts).
+ACCEPTANCE_RUNTIME = f"{RUNTIME_PREFIX}-mpi-acceptance"
+
+
+def acceptance_runtime(profile: Profile) -> dict:
+    """The ClusterTrainingRuntime the v2 fabric acceptance names: the MPI runtime without restarts."""
+    shape = replace(
+        node_shape(profile, "mpi", DEFAULT_PRIORITY_CLASS if profile.scheduler.name else None), max_restarts=0
+    )
+    return build.cluster_training_runtime(
+        ACCEPTANCE_RUNTIME, "mpi", shape, labels=k8s.labels(profile.cluster, RUNTIME_COMPONENT)
     )
 
 

@@ -104,10 +104,18 @@ def priority_class_rbac(cluster: str) -> list[dict[str, Any]]:
     ]
 
 
-def runtimes(profile: Profile) -> list[dict[str, Any]]:
+def runtimes(profile: Profile, acceptance: bool = False) -> list[dict[str, Any]]:
     """Every ClusterTrainingRuntime this cluster publishes (components/jobs/trainjob.py builds each, so a
-    TrainJob's contract is read off the same object)."""
-    return [trainjob.runtime(profile, framework, tier) for _, framework, tier in profile.runtimes()]
+    TrainJob's contract is read off the same object); with `acceptance` (a v2 fabric acceptance), its own too."""
+    out = [trainjob.runtime(profile, framework, tier) for _, framework, tier in profile.runtimes()]
+    if acceptance:
+        out.append(trainjob.acceptance_runtime(profile))
+    return out
+
+
+def publishes_acceptance(platform: PlatformConfig) -> bool:
+    """The v2 fabric acceptance (a TrainJob on a v2-only cluster) names a runtime of its own."""
+    return platform.acceptance.enabled and platform.job_api == "v2"
 
 
 @dataclass
@@ -143,7 +151,9 @@ class Trainer(pulumi.ComponentResource):
     """One ClusterTrainingRuntime per framework and tier."""
 
     def __init__(self, name: str, args: TrainerArgs, opts: pulumi.ResourceOptions | None = None):
-        manifests = runtimes(args.profile)  # built before anything registers: a bad profile registers nothing
+        manifests = runtimes(
+            args.profile, publishes_acceptance(args.platform)
+        )  # built before anything registers: a bad profile registers nothing
         super().__init__(TOKEN, name, None, opts)
         p = args.platform
         self.namespace = k8s.apply(
