@@ -1,5 +1,7 @@
 """fastpath: one cluster's GPU training platform, and the jobs its stack file declares."""
 
+from typing import cast
+
 import pulumi
 
 from components.impact import preview
@@ -37,11 +39,11 @@ platform = Platform("fastpath", PlatformArgs(platform=cfg.platform))
 # A TrainJob (v2) instead waits for the runtimes it may name.
 
 
-def job_dependencies(spec: stack.JobSpec) -> pulumi.Input:
+def job_dependencies(spec: stack.JobSpec) -> pulumi.Output[list[pulumi.Resource]]:
     deps = platform.trainjob_dependencies if api_of(spec, platform.profile) == "v2" else platform.job_dependencies
     # A Secret or claim the job uses is read from the cluster first: a missing one fails the preview.
     needs = existing.reads(spec, spec.namespace or cfg.platform.training_namespaces[0])
-    return pulumi.Output.from_input(deps).apply(lambda d: [*d, *needs])
+    return pulumi.Output.from_input(deps).apply(lambda d: [*cast(list[pulumi.Resource], d), *needs])
 
 
 jobs = [

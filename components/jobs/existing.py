@@ -14,8 +14,11 @@ def reads(spec: JobSpec, namespace: str, opts: Any = None) -> list[Any]:
     """One read per object `spec` uses (components/model/stack.py references), named after the job."""
     import pulumi_kubernetes as k8s
 
-    kinds = {"secrets": k8s.core.v1.Secret, "claims": k8s.core.v1.PersistentVolumeClaim}
-    return [
-        kinds[kind].get(f"{namespace}-{spec.name}-needs-{kind[:-1]}-{ref.split('/', 1)[1]}", ref, opts=opts)
-        for kind, ref, _ in references(spec, namespace)
-    ]
+    out: list[Any] = []
+    for kind, ref, _ in references(spec, namespace):
+        name = f"{namespace}-{spec.name}-needs-{kind[:-1]}-{ref.split('/', 1)[1]}"
+        if kind == "secrets":
+            out.append(k8s.core.v1.Secret.get(name, ref, opts=opts))
+        else:
+            out.append(k8s.core.v1.PersistentVolumeClaim.get(name, ref, opts=opts))
+    return out
