@@ -671,9 +671,9 @@ def test_what_the_channels_used_decides_over_the_network_picked(text, transport,
 
 # The NIC list NCCL's IB transport prints once per process, after leaving out ports that are not ACTIVE and NICs
 # NCCL_IB_HCA does not match (NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/init.cc ncclIbInitDevices), in each shape it
-# has had: `[d]dev:port/LL` (every version), merged NICs `[d]={[i] dev:port/LL, ...}` (v2.23.4-1:src/transport/
-# net_ib.cc), the HPC-X plugin's `/IB/SHARP`, 2.30's rail and plane from NCCL_IB_HCA (`dev:port:rail/LL`,
-# `dev:port::plane/LL`), and `No device found` (no list: 2.23; 2.27 prints an empty one after it).
+# has had: `[d]dev:port/LL` (every version), merged NICs `[d]={[i] dev:port/LL, ...}` (2.20 to v2.23.4-1:src/
+# transport/net_ib.cc), the HPC-X plugin's `/IB/SHARP`, 2.30's rail and plane from NCCL_IB_HCA (`dev:port:rail/LL`,
+# `dev:port::plane/LL`), and `No device found` (a list of none; from v2.24.3-1 an empty `Using` list follows it).
 W0 = "node-0:41:90 [0] NCCL INFO "
 W1 = "node-1:41:98 [0] NCCL INFO "
 # (id, lines, nics (the longest list), fewest, its host, net_devices)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.model.job import JobSpec
-from components.model.stack import references
+from components.model.job import JobSpec, references
 
 
 def reads(spec: JobSpec, namespace: str, opts: Any = None) -> list[Any]:

@@ -256,3 +256,11 @@ def nccl_problems(where: str, name: str, value: str) -> list[str]:
         return [f"{where}.{verdict.hint}"]
     p = nccl.value_problem(name, value)
     return [f"{where}.{p}"] if p else []
+
+
+def references(spec: JobSpec, namespace: str) -> list[tuple[str, str, str]]:
+    """(kind, namespace/name, key path in the job) of every object `spec` uses that no stack makes: the Secrets its
+    secretEnv reads and the claims its datasets mount (fastpath:existing declares them)."""
+    out = [("secrets", f"{namespace}/{ref.secret}", f"secretEnv.{var}.secret") for var, ref in spec.secret_env.items()]
+    out += [("claims", f"{namespace}/{d.claim}", f"datasets[{i}].claim") for i, d in enumerate(spec.datasets)]
+    return out

@@ -18,7 +18,7 @@ from components import k8s_syntax
 from components.jobs import acceptance, checks
 from components.model.base import ChangeClass, Model
 from components.model.config import ConfigError, PlatformConfig
-from components.model.job import JobSpec
+from components.model.job import JobSpec, references
 from components.model.profile import profile as make_profile
 
 NAMESPACE = "fastpath"
@@ -124,13 +124,6 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     if missing := missing_objects(specs, existing, platform):
         raise ConfigError(source, missing)
     return StackConfig(platform=platform, jobs=specs, acknowledge=acks, existing=existing)
-
-
-def references(spec: JobSpec, namespace: str) -> list[tuple[str, str, str]]:
-    """(kind, namespace/name, key path in the job) of every object `spec` uses that no stack makes."""
-    out = [("secrets", f"{namespace}/{ref.secret}", f"secretEnv.{var}.secret") for var, ref in spec.secret_env.items()]
-    out += [("claims", f"{namespace}/{d.claim}", f"datasets[{i}].claim") for i, d in enumerate(spec.datasets)]
-    return out
 
 
 def missing_objects(jobs: list[JobSpec], existing: ExistingObjects, platform: PlatformConfig) -> list[str]:

@@ -10,9 +10,9 @@ Reports the transport each channel used (NET/IB with or without GDRDMA, the HPC-
 NET/Libfabric, NET/AWS Libfabric and NET/OFI, a kind's own net plugin's modules (kinds.py `net_modules`), NET/Socket,
 P2P, SHM), whether any rank fell back to Socket, nranks and
 how many ranks reached "Init COMPLETE", the NCCL version, the average and peak bus bandwidth with the message size at
-the peak, the NICs NCCL's IB transport found (the longest list one process printed) and the NET devices the
-channel lines used, and known failure lines. RoCE is told from InfiniBand by the link layer of the devices NCCL lists
-(`mlx5_0:1/RoCE`), whichever verbs module (IB, IBext_v8, ...) drives them.
+the peak, the NICs NCCL's IB transport found (the longest list one process printed; under --rails also the NET
+devices the channel lines used), and known failure lines. RoCE is told from InfiniBand by the link layer of the
+devices NCCL lists (`mlx5_0:1/RoCE`), whichever verbs module (IB, IBext_v8, ...) drives them.
 
 It judges what the log shows and says what it cannot show. Exit 0 (`pass`, or `warn` under --warn-busbw but above
 the floor) when every check asked for holds: the expected transport (with GPUDirect RDMA on RDMA fabrics), every

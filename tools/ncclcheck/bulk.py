@@ -357,8 +357,6 @@ class Shape:
         if self.via is not None:
             return False
         if self.slow:
-            # A NIC list's bootstrap interface (`; OOB eth0:...`) is read both where bulk reads every line's, in line
-            # order, and by `feed`, which adds nothing new: its line is ASCII (judged), so both find the same names.
             return self.hits == (0, 0, 0, 0) and not self.boot
         return self.hits == (int(self.nranks), int(self.env is not None), int(self.rank_at is not None), self.boot)
 

@@ -49,17 +49,18 @@ CHANNEL = re.compile(
 LINK_LAYER = re.compile(r"[\w.-]{1,64}:\d{1,3}/(IB|RoCE)\b")
 # The NICs one process's IB transport will use, printed once per process by ncclIbInitDevices
 # (NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/init.cc; v2.27.7-1:src/transport/net_ib.cc): `NET/IB : Using
-# [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO]; OOB eth0:10.244.1.17<0>`. It lists only the ports it kept: one whose state is
-# not IBV_PORT_ACTIVE is skipped, and so is one NCCL_IB_HCA does not match (matchIfList, src/misc/utils.cc: a prefix
-# unless the list starts with `=`, every entry but those under `^`). `NET/IB : No device found.` is a list of none.
+# [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO]; OOB eth0:10.244.1.17<0>`. It lists only the ports it kept: it skips a port
+# whose state is not IBV_PORT_ACTIVE, and one NCCL_IB_HCA does not match (matchIfList, src/misc/utils.cc: a device
+# name matches as a prefix unless the list starts with `=`; a list starting with `^` names the NICs to leave out).
+# `NET/IB : No device found.` is a list of none (from 2.24 an empty `Using` list follows it).
 IB_USING = re.compile(r"NET/IB\w{0,16} ?: Using ")
 # One NIC of that list, `device:port` kept: `[0]mlx5_0:1/IB`, `[0] mlx5_2:1/RoCE` inside a merged `[0]={...}`
-# (2.20-2.26), `[5]mlx5_9:1/IB/SHARP` (the HPC-X plugin), and 2.30's rail and plane from NCCL_IB_HCA
+# (2.20-2.23), `[5]mlx5_9:1/IB/SHARP` (the HPC-X plugin), and from 2.30 the rail and plane NCCL_IB_HCA gives
 # (`[0]mlx5_0:1:3/IB`, `[0]mlx5_0:1::2/IB`, `[0]mlx5_0:1:3:2/IB`).
 NIC = re.compile(r"\[\d{1,3}\] ?([\w.-]{1,64}:\d{1,3})(?::\d{0,4})?(?::\d{1,4})?/(IB|RoCE)\b")
 NO_IB_DEVICE = "NET/IB : No device found"
 # The host of an NCCL line (`%s:%d:%d [%d] NCCL INFO`: hostname, pid, tid, CUDA device; NVIDIA/nccl@v2.30.7-1:
-# src/debug.cc ncclDebugLog).
+# src/debug.cc ncclDebugLogV).
 LINE_HOST = re.compile(r"([^\s:\[\]]{1,253}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL ")
 NET_SOCKET_USING = re.compile(r"NET/Socket : Using (.*)")
 # The interface NCCL bootstraps on (its out-of-band sockets), `<name>:<address><<port>>` (ncclSocketToString):
