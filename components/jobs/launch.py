@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.jobs import telemetry
 from components.jobs.checks import PYTHON
 from components.jobs.resolve import Resolved
 from components.jobs.runtime_v2 import build, controller
@@ -55,7 +56,9 @@ def mpirun_command(r: Resolved) -> list[str]:
         # The runtime's sshd port and key, stated on the command line too (the runtime's launcher env carries
         # them as the ssh agent for any TrainJob; this wins over the plugin's OMPI_MCA_plm_rsh_args in Open MPI 4).
         cmd += ["-mca", "plm_rsh_args", build.SSH_OPTIONS]
-    for name in [*r.env, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
+    # Ranks an sshd starts do not see their container's env: the Inspector's variables travel with the rest.
+    inspector = list(telemetry.env()) if r.profile.nccl_inspector_image else []
+    for name in [*r.env, *inspector, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
         cmd += ["-x", name]
     return [*cmd, *r.spec.command]
 

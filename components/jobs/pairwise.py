@@ -7,12 +7,14 @@ Choices an experienced reader may look for:
 
 - The tool is nccl-tests' `sendrecv_perf_mpi`, not perftest's `ib_write_bw --use_cuda`. The acceptance image
   (versions.NCCL_TESTS_IMAGE, NGC's PyTorch container) ships the nccl-tests `*_mpi` binaries: the series already runs
-  its all_reduce_perf_mpi, and NVIDIA's own CloudAI runs `sendrecv_perf_mpi` in nvcr.io/nvidia/pytorch images
-  (NVIDIA/cloudai@1f7f028:src/cloudai/workloads/nccl_test/nccl.py, NCCLCmdArgs). No NGC release note seen lists
-  perftest in it (the CUDA DL base's contents list rdma-core, HPC-X, UCX, GDRCopy, DOCA: docs.nvidia.com
-  cuda-dl-release-notes rel-26-03), and ib_write_bw reads GPU memory only when built with CUDA, which a distro's
-  perftest is not. NCCL over one HCA also measures what training uses: GPUDirect RDMA from the GPU, NCCL's
-  connection setup, the GID and traffic class the pods are wired with.
+  its all_reduce_perf_mpi, and NVIDIA's CloudAI runs `sendrecv_perf_mpi` in nvcr.io/nvidia/pytorch images
+  (NVIDIA/cloudai@1f7f028:src/cloudai/workloads/nccl_test/nccl.py, NCCLCmdArgs). Whether the image holds perftest
+  is not documented: the contents NVIDIA lists for the CUDA DL base it is built on name rdma-core, HPC-X, UCX,
+  GDRCopy and DOCA, not perftest ("not a complete list": docs.nvidia.com/deeplearning/frameworks/
+  cuda-dl-release-notes/rel-26-03.html), and ib_write_bw reads GPU memory only when perftest was configured with
+  CUDA (Azure/azurehpc@757093c:experimental/cc_slurm_nhc/cc_slurm_nhc/specs/default/cluster-init/files/
+  build_perftest_gdr.sh builds it so, with CUDA_H_PATH). NCCL over one HCA also measures what training uses:
+  GPUDirect RDMA from the GPU, NCCL's connection setup, the GID and traffic class the pods are wired with.
 - One rail: NCCL_IB_HCA=`=<hca>` (exact: NCCL matches a prefix otherwise, NVIDIA/nccl@v2.30.7-1:src/misc/utils.cc
   matchIf), one GPU per node (CUDA_VISIBLE_DEVICES: the GPU nearest that NIC, `gpus[i]` for rail i, by default GPU
   i: rail-optimised nodes list their HCAs in GPU order, as the profile does DGX H100's mlx5_0,3,4,5,6,9,10,11).
@@ -24,11 +26,13 @@ Choices an experienced reader may look for:
 - Pairing: a ring, node i with node i+1 (the last with the first): N pairs per rail for N nodes (one for two nodes,
   none for one), not N(N-1)/2, and every node is in two pairs, which is what tells a node (both its pairs slow, its
   neighbours fine with their other partners) from a link (one pair slow, both nodes fine elsewhere). Disjoint pairs
-  run at once: two rounds per rail, three when N is odd, so the stage takes rounds x rails runs, whatever N; rails run
-  one after another, so two never share a node's PCIe switches.
+  run at once: two rounds per rail, three when N is odd, so the stage lasts 2-3 rounds per rail whatever N (N runs
+  per rail in all); rails run one after another, so two never share a node's PCIe switches.
 - Each measurement prints `fastpath-pairwise: RAIL HOST_A HOST_B GBPS` (or `FAILED`), between a `begin` line with
   the plan and an `end` line: a cut log is told from a finished one. The program exits 1 if any is below the floor
-  or failed; run it as `sh -c SCRIPT || status=1` before the series, so nccl-tests still runs after it.
+  or failed; run it as `sh -c SCRIPT || status=1` before the series, so nccl-tests still runs after it. The output
+  of a pair that failed or is slow follows its marker line, NCCL INFO lines included: outside the series' sections,
+  so `tools.ncclcheck --section N` never reads it.
 """
 
 from __future__ import annotations

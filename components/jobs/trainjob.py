@@ -63,6 +63,7 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         max_restarts=trainer.max_restarts,
         ttl_seconds_after_finished=trainer.ttl_seconds_after_finished,
         pod_annotations=primary_interface(profile),
+        nccl_inspector_image=profile.nccl_inspector_image,
     )
 
 

@@ -434,9 +434,22 @@ class MonitoringConfig(Model):
     service_monitor_labels: dict[str, str] = {}
     """Labels every ServiceMonitor gets, so the Prometheus `serviceMonitorSelector` picks it up (a
     kube-prometheus-stack Prometheus selects `release: <its release>` unless configured otherwise). Default none."""
+    nccl_inspector_image: str | None = None
+    """An image holding NCCL's Inspector profiler plugin at /nccl-inspector/libnccl-profiler-inspector.so, built
+    from NVIDIA/nccl plugins/profiler/inspector at the NCCL release of the training images (2.29.3 or later: its
+    Prometheus output). Set: every training pod loads it and exports per-collective bus bandwidth, a PodMonitor
+    scrapes it, and rules show a slow rank or rail while jobs train. Unset: no training-time telemetry."""
 
     @model_validator(mode="after")
     def _labels_need_monitoring(self) -> MonitoringConfig:
+        if self.nccl_inspector_image is not None:
+            if not self.enabled:
+                raise ValueError(
+                    "monitoring.ncclInspectorImage is set but monitoring.enabled is false: its metrics are scraped "
+                    "through the Prometheus Operator; set monitoring.enabled true or remove the image"
+                )
+            if (p := image_problem(self.nccl_inspector_image)) is not None:
+                raise ValueError(f"monitoring.ncclInspectorImage: {p}")
         if self.service_monitor_labels and not self.enabled:
             raise ValueError(
                 "monitoring.serviceMonitorLabels is set but monitoring.enabled is false: no "

@@ -138,6 +138,8 @@ class Profile:
     """The job APIs the cluster serves; a job that names none gets the first."""
     trainer: TrainerProfile | None = None
     """Trainer v2's published runtimes (when job_apis has v2)."""
+    nccl_inspector_image: str | None = None
+    """The image with NCCL's Inspector plugin every GPU pod loads (monitoring.ncclInspectorImage); None: off."""
 
     def runtimes(self) -> list[tuple[str, str, str | None]]:
         """(name, framework, priority class) of every runtime the cluster publishes, in a stable order."""
@@ -192,6 +194,7 @@ class Profile:
             "preflight": (
                 {"configMap": self.preflight.config_map, "key": self.preflight.key} if self.preflight else None
             ),
+            "ncclInspectorImage": self.nccl_inspector_image,
         }
 
     @classmethod
@@ -222,6 +225,7 @@ class Profile:
                 if tr
                 else None
             ),
+            nccl_inspector_image=d.get("ncclInspectorImage"),
         )
 
 
@@ -251,6 +255,7 @@ def profile(platform: PlatformConfig) -> Profile:
             if "v2" in platform.job_apis and (t := platform.trainer_settings)
             else None
         ),
+        nccl_inspector_image=platform.monitoring.nccl_inspector_image,
     )
 
 

@@ -13,6 +13,7 @@ from components.fabric import wiring as fabric
 from components.model.config import PlatformConfig
 from components.model.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
 from components.ops.component import Reaper, ReaperArgs
+from components.platform import telemetry
 from components.platform.checkpoints import CheckpointStorage, CheckpointStorageArgs
 from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.platform.health import Health, HealthArgs
@@ -153,6 +154,9 @@ class Platform(pulumi.ComponentResource):
             Health("health", HealthArgs(p, after=[self.gpu_operator.release] if self.gpu_operator else []), child)
         if p.reaper.enabled:
             Reaper("reaper", ReaperArgs(p, after=self.namespaces), child)
+        # Training-time telemetry's scrape config and rules (the pods' side is components/jobs/telemetry.py).
+        for m in telemetry.objects(p):
+            k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
         self.training_operator = None
         if p.training_operator_enabled:

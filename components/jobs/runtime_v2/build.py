@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.fabric.wiring import TORCHRUN_POD_ADDRESS, PodWiring, wire_pod
+from components.jobs import telemetry
 from components.jobs.runtime_v2.controller import (
     ANCESTOR_LABEL,
     LAUNCHER,
@@ -112,6 +113,8 @@ class NodeShape:
     max_restarts: int = 3
     """Gang restarts (JobSet failurePolicy.maxRestarts) before the run fails."""
     ttl_seconds_after_finished: int | None = None
+    nccl_inspector_image: str | None = None
+    """Training-time telemetry (components/jobs/telemetry.py); None: off."""
     """Delete the JobSet (pods, logs) this long after it ends; None: kept until the TrainJob is deleted."""
     ssh_mount_path: str = SSH_MOUNT
     """Where the trainer mounts the ssh Secret (mlPolicy.mpi.sshAuthMountPath): root's ~/.ssh, the user MPI pods
@@ -212,6 +215,7 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         metadata["annotations"] = dict(shape.pod_annotations)
     pod = {"metadata": metadata, "spec": spec}
     wire_pod(shape.wiring, pod, [container, *spec.get("initContainers", [])])
+    telemetry.wire(spec, [container], shape.nccl_inspector_image)
     return pod
 
 

@@ -1,0 +1,90 @@
+"""Training-time fabric telemetry: every GPU pod loads NCCL's Inspector profiler plugin and exports its
+per-collective bus bandwidth and time to Prometheus, so a slow rank or rail shows while the job trains, not only at
+the next acceptance run (components/platform/telemetry.py has the scrape config and the rules).
+
+The plugin is not in libnccl nor in NGC's images (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/Makefile builds
+libnccl-profiler-inspector.so on its own): the stack names an image holding it (monitoring.ncclInspectorImage),
+an init container copies it into the pod, and NCCL loads it by path. Its variables, as its environment table reads
+them (plugins/profiler/inspector/inspector.cc, v2.30.7-1): NCCL_INSPECTOR_ENABLE 1 (0 by default: loaded but off),
+NCCL_INSPECTOR_PROM_DUMP 1 (Prometheus files instead of JSON; since 2.29.3-1), a dump every 30 s (the minimum it
+allows with PROM_DUMP), into a directory the nccl-metrics sidecar serves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components import versions
+
+VOLUME = "nccl-inspector"
+MOUNT = "/nccl-inspector"
+PLUGIN_FILE = "libnccl-profiler-inspector.so"
+PLUGIN_IN_IMAGE = f"/nccl-inspector/{PLUGIN_FILE}"  # where the stack's image must hold it
+METRICS_DIR = f"{MOUNT}/metrics"
+PORT = 9464
+PORT_NAME = "nccl-metrics"
+DUMP_MICROSECONDS = 30_000_000
+PROGRAM = Path(__file__).with_name("nccl_metrics.py")
+SMALL = {"cpu": "50m", "memory": "64Mi"}
+
+
+def env() -> dict[str, str]:
+    """What each training container gets."""
+    return {
+        "NCCL_PROFILER_PLUGIN": f"{MOUNT}/lib/{PLUGIN_FILE}",
+        "NCCL_INSPECTOR_ENABLE": "1",
+        "NCCL_INSPECTOR_PROM_DUMP": "1",
+        "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS": str(DUMP_MICROSECONDS),
+        "NCCL_INSPECTOR_DUMP_DIR": METRICS_DIR,
+    }
+
+
+def volume() -> dict:
+    return {"name": VOLUME, "emptyDir": {"sizeLimit": "256Mi"}}
+
+
+def init_containers(image: str) -> list[dict]:
+    """The plugin, copied into the pod before anything runs, then the sidecar that serves the metrics (a native
+    sidecar, restartPolicy Always: it does not keep a finished pod running, so jobs still complete; Kubernetes
+    1.29 or later)."""
+    mount = {"name": VOLUME, "mountPath": MOUNT}
+    resources = {"requests": dict(SMALL), "limits": dict(SMALL)}
+    return [
+        {
+            "name": "nccl-inspector-plugin",
+            "image": image,
+            # Never fails: under ExitCode a failed init container would get its pod recreated forever (the
+            # operator reads no exit code from a main container that never ran). Without the file NCCL runs on
+            # without the profiler, and the sidecar serves nothing.
+            "command": [
+                "sh",
+                "-c",
+                f'mkdir -p "$0/lib" "$0/metrics"; cp {PLUGIN_IN_IMAGE} "$0/lib/" || '
+                f'echo "nccl-inspector: no {PLUGIN_IN_IMAGE} in this image: no training-time telemetry"; exit 0',
+                MOUNT,
+            ],
+            "resources": resources,
+            "volumeMounts": [mount],
+        },
+        {
+            "name": "nccl-metrics",
+            "image": versions.OPS_PYTHON_IMAGE,
+            "restartPolicy": "Always",
+            "command": ["python3", "-c", PROGRAM.read_text(), METRICS_DIR, str(PORT)],
+            "ports": [{"name": PORT_NAME, "containerPort": PORT}],
+            "resources": resources,
+            "volumeMounts": [{**mount, "readOnly": True}],
+        },
+    ]
+
+
+def wire(pod_spec: dict, containers: list[dict], image: str | None) -> None:
+    """Add the plugin, the sidecar and the variables to a GPU pod spec (nothing when telemetry is off). The
+    sidecars go first: the preflight, after them, then runs with the metrics server up."""
+    if image is None:
+        return
+    pod_spec["initContainers"] = [*init_containers(image), *pod_spec.get("initContainers", [])]
+    pod_spec["volumes"] = [*pod_spec.get("volumes", []), volume()]
+    for c in containers:
+        c["env"] = [*c.get("env", []), *({"name": k, "value": v} for k, v in env().items())]
+        c["volumeMounts"] = [*c.get("volumeMounts", []), {"name": VOLUME, "mountPath": MOUNT}]

@@ -1,0 +1,151 @@
+"""Training-time telemetry (components/jobs/telemetry.py, components/platform/telemetry.py) on the committed prod
+stacks: every GPU pod loads NCCL's Inspector plugin and serves its metrics, the PodMonitor finds them under the
+job's name, and the rules name a slow rank or rail."""
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from components.jobs import telemetry
+from components.jobs.resolve import ROLE_LABEL
+from components.model.config import MonitoringConfig
+from components.platform import telemetry as platform_telemetry
+from policies.podspecs import extract
+from tests.posix_sh import DASH, needs_dash
+
+PROD = ["prod-ib", "prod-roce", "prod-v2"]
+IMAGE = "registry.example.internal/ml-platform/nccl-inspector:v2.30.7-1"
+
+
+def gpu_pods(rendered, stack):
+    for obj in rendered(stack).objects:
+        if obj["kind"] == "TrainJob":
+            continue  # its pods are its runtime's
+        for t in extract(obj).templates:
+            spec = t.template.get("spec", {})
+            if "nvidia.com/gpu" in str(spec.get("containers")):
+                yield obj, t
+
+
+@pytest.mark.parametrize("stack", PROD)
+def test_every_gpu_pod_loads_the_inspector_and_serves_its_metrics(rendered, stack):
+    seen = 0
+    for obj, t in gpu_pods(rendered, stack):
+        spec, labels = t.template["spec"], t.template.get("metadata", {}).get("labels", {})
+        inits = {c["name"]: c for c in spec.get("initContainers", [])}
+        assert inits["nccl-inspector-plugin"]["image"] == IMAGE, obj["metadata"]["name"]
+        sidecar = inits["nccl-metrics"]
+        # A native sidecar: it does not keep a finished pod running, so the job still completes.
+        assert sidecar["restartPolicy"] == "Always"
+        assert {"name": telemetry.PORT_NAME, "containerPort": telemetry.PORT} in sidecar["ports"]
+        for c in spec["containers"]:
+            if "nvidia.com/gpu" not in str(c.get("resources")):
+                continue
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            assert env["NCCL_INSPECTOR_ENABLE"] == "1" and env["NCCL_INSPECTOR_PROM_DUMP"] == "1"
+            assert env["NCCL_PROFILER_PLUGIN"] == "/nccl-inspector/lib/libnccl-profiler-inspector.so"
+            assert env["NCCL_INSPECTOR_DUMP_DIR"] == sidecar["command"][-2]
+            # 30 s is the shortest dump interval the plugin takes with PROM_DUMP (inspector.cc).
+            assert int(env["NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"]) >= 30_000_000
+        # The PodMonitor selects it by the role label.
+        assert ROLE_LABEL in labels, obj["metadata"]["name"]
+        seen += 1
+    assert seen
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "prod-v2"])
+def test_mpi_ranks_get_the_inspector_variables(rendered, stack):
+    """Ranks sshd or kubectl exec start do not all see their container's env: mpirun forwards them (-x)."""
+    launches = []
+    for obj in rendered(stack).objects:
+        if obj["kind"] == "MPIJob":
+            launches.append(obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"])
+        if obj["kind"] == "TrainJob" and obj["spec"]["runtimeRef"]["name"].startswith("fastpath-mpi"):
+            launches.append(obj["spec"]["trainer"]["command"])
+    assert launches
+    for command in launches:
+        text = " ".join(command)
+        for name in telemetry.env():
+            assert f"-x {name}" in text, (name, text[:200])
+
+
+@needs_dash
+def test_a_missing_plugin_never_fails_the_pod(tmp_path):
+    """Under ExitCode a failed init container would get its pod recreated forever: the copy reports and goes on."""
+    (copy,) = [c for c in telemetry.init_containers(IMAGE) if c["name"] == "nccl-inspector-plugin"]
+    argv = copy["command"]
+    res = subprocess.run([DASH, "-c", argv[2], str(tmp_path / "mnt")], capture_output=True, text=True, timeout=10)
+    assert res.returncode == 0 and "no training-time telemetry" in res.stdout
+    assert (tmp_path / "mnt" / "metrics").is_dir()
+
+
+def test_the_sidecar_serves_every_gpus_file_as_one_exposition(tmp_path):
+    """inspector_prom.cc writes one file per GPU with the same HELP/TYPE lines: Prometheus refuses a repeated
+    TYPE, so they come once."""
+    head = "# HELP nccl_bus_bandwidth_gbs Bus bandwidth\n# TYPE nccl_bus_bandwidth_gbs gauge\n"
+    for gpu, bw in (("GPU-aaa", 45.5), ("GPU-bbb", 21.0)):
+        (tmp_path / f"nccl_inspector_metrics_{gpu}.prom").write_text(head + f'nccl_bus_bandwidth_gbs{{node="gpu-07",gpu="{gpu}",collective="AllReduce"}} {bw}\n')
+    (tmp_path / "ignored.json").write_text("{}")
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", telemetry.PROGRAM.read_text(), str(tmp_path), str(port)])
+    try:
+        body = ""
+        for _ in range(50):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert body.count("# TYPE nccl_bus_bandwidth_gbs gauge") == 1
+        assert 'gpu="GPU-aaa"' in body and 'gpu="GPU-bbb"' in body and "{}" not in body
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("stack", PROD)
+def test_the_pod_monitor_and_rules_name_the_job_the_rank_and_the_rail(rendered, stack):
+    objs = rendered(stack).objects
+    monitors = [o for o in objs if o["kind"] == "PodMonitor"]
+    (rule,) = [o for o in objs if o["kind"] == "PrometheusRule"]
+    assert monitors and all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors)
+    for m in monitors:
+        (endpoint,) = m["spec"]["podMetricsEndpoints"]
+        assert endpoint["port"] == telemetry.PORT_NAME
+        (relabel,) = endpoint["relabelings"]
+        # v1 pods carry fastpath.dev/job, v2 pods their JobSet's name: one of the two is set, the other empty.
+        assert relabel["separator"] == "" and relabel["targetLabel"] == platform_telemetry.JOB_LABEL_OUT
+    rules = rule["spec"]["groups"][0]["rules"]
+    alerts = {r["alert"]: r for r in rules if "alert" in r}
+    assert set(alerts) == {"FastpathNcclSlowRank", "FastpathRailSlow", "FastpathRailDown", "FastpathGpuXid"}
+    assert "{{ $labels.node }} GPU {{ $labels.gpu }}" in alerts["FastpathNcclSlowRank"]["annotations"]["description"]
+    # Every series a recording rule reads is one the Inspector, node-exporter or DCGM exports.
+    exprs = " ".join(r["expr"] for r in rules)
+    for metric in ("nccl_bus_bandwidth_gbs", "node_infiniband_port_data_transmitted_bytes_total", "node_infiniband_state_id"):
+        assert metric in exprs
+
+
+def test_an_inspector_image_without_monitoring_is_refused():
+    with pytest.raises(ValueError, match="monitoring.enabled is false"):
+        MonitoringConfig(ncclInspectorImage=IMAGE)
+    with pytest.raises(ValueError, match="ncclInspectorImage"):
+        MonitoringConfig(enabled=True, ncclInspectorImage="nccl-inspector:latest")
+
+
+def test_the_program_needs_only_the_standard_library():
+    import ast  # noqa: PLC0415
+
+    tree = ast.parse(Path(telemetry.PROGRAM).read_text())
+    modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert modules <= set(sys.stdlib_module_names)
