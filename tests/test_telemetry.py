@@ -38,6 +38,7 @@ def test_every_gpu_pod_loads_the_inspector_and_serves_its_metrics(rendered, stac
         spec, labels = t.template["spec"], t.template.get("metadata", {}).get("labels", {})
         inits = {c["name"]: c for c in spec.get("initContainers", [])}
         assert inits["nccl-inspector-plugin"]["image"] == IMAGE, obj["metadata"]["name"]
+        assert inits["nccl-inspector-plugin"]["restartPolicy"] == "Always"
         sidecar = inits["nccl-metrics"]
         # A native sidecar: it does not keep a finished pod running, so the job still completes.
         assert sidecar["restartPolicy"] == "Always"
@@ -75,12 +76,14 @@ def test_mpi_ranks_get_the_inspector_variables(rendered, stack):
 
 @needs_dash
 def test_a_missing_plugin_never_fails_the_pod(tmp_path):
-    """Under ExitCode a failed init container would get its pod recreated forever: the copy reports and goes on."""
+    """Both are native sidecars (never fail their pod); the copy reports a missing plugin, marks that it tried (what
+    the startup probe waits for) and stays."""
     (copy,) = [c for c in telemetry.init_containers(IMAGE) if c["name"] == "nccl-inspector-plugin"]
-    argv = copy["command"]
-    res = subprocess.run([DASH, "-c", argv[2], str(tmp_path / "mnt")], capture_output=True, text=True, timeout=10)
+    assert copy["restartPolicy"] == "Always" and copy["startupProbe"]["exec"]["command"][-1].endswith("/lib/.tried")
+    script = copy["command"][2].replace("while :; do sleep 3600; done", "exit 0")
+    res = subprocess.run([DASH, "-c", script, str(tmp_path / "mnt")], capture_output=True, text=True, timeout=10)
     assert res.returncode == 0 and "no training-time telemetry" in res.stdout
-    assert (tmp_path / "mnt" / "metrics").is_dir()
+    assert (tmp_path / "mnt" / "metrics").is_dir() and (tmp_path / "mnt" / "lib" / ".tried").exists()
 
 
 def test_the_sidecar_serves_every_gpus_file_as_one_exposition(tmp_path):

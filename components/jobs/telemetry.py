@@ -44,25 +44,29 @@ def volume() -> dict:
 
 
 def init_containers(image: str) -> list[dict]:
-    """The plugin, copied into the pod before anything runs, then the sidecar that serves the metrics (a native
-    sidecar, restartPolicy Always: it does not keep a finished pod running, so jobs still complete; Kubernetes
-    1.29 or later)."""
+    """Two native sidecars (restartPolicy Always, Kubernetes 1.29 or later): neither keeps a finished pod running,
+    so jobs still complete, and neither fails its pod, which under a v1 ExitCode replica would be recreated forever
+    (the operator reads no exit code from a main container that never ran; the policy pack's init-fail-fast). The
+    first copies the plugin into the pod and stays; the kubelet starts the training container once its startup
+    probe sees the copy tried (without the file NCCL runs on without the profiler). The second serves the metrics."""
     mount = {"name": VOLUME, "mountPath": MOUNT}
     resources = {"requests": dict(SMALL), "limits": dict(SMALL)}
+    copy = (
+        f'mkdir -p "$0/lib" "$0/metrics"; cp {PLUGIN_IN_IMAGE} "$0/lib/" || '
+        f'echo "nccl-inspector: no {PLUGIN_IN_IMAGE} in this image: no training-time telemetry"; '
+        'touch "$0/lib/.tried"; while :; do sleep 3600; done'
+    )
     return [
         {
             "name": "nccl-inspector-plugin",
             "image": image,
-            # Never fails: under ExitCode a failed init container would get its pod recreated forever (the
-            # operator reads no exit code from a main container that never ran). Without the file NCCL runs on
-            # without the profiler, and the sidecar serves nothing.
-            "command": [
-                "sh",
-                "-c",
-                f'mkdir -p "$0/lib" "$0/metrics"; cp {PLUGIN_IN_IMAGE} "$0/lib/" || '
-                f'echo "nccl-inspector: no {PLUGIN_IN_IMAGE} in this image: no training-time telemetry"; exit 0',
-                MOUNT,
-            ],
+            "restartPolicy": "Always",
+            "command": ["sh", "-c", copy, MOUNT],
+            "startupProbe": {
+                "exec": {"command": ["test", "-e", f"{MOUNT}/lib/.tried"]},
+                "periodSeconds": 1,
+                "failureThreshold": 60,
+            },
             "resources": resources,
             "volumeMounts": [mount],
         },
