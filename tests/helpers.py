@@ -30,6 +30,12 @@ def cfg(stack, **changes) -> PlatformConfig:
     return PlatformConfig.model_validate(p)
 
 
+def init_checks(spec: dict) -> list[dict]:
+    """A pod's init containers that run to completion (the checks), without native sidecars (restartPolicy Always:
+    the telemetry's, which tests/test_telemetry.py judges)."""
+    return [c for c in spec.get("initContainers", []) if c.get("restartPolicy") != "Always"]
+
+
 def regs(run, type_suffix):
     """A mock run's registrations whose type ends with `type_suffix` (":Release", ":Queue")."""
     return [r for r in run.registrations if r.type.endswith(type_suffix)]

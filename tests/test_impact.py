@@ -177,7 +177,9 @@ EDITS = [
     ("checkpoint-class", "prod-roce", {"checkpoints.storageClass": "ceph-rbd"}, None, {"checkpoints.claims": "destructive"}, "destructive", "cannot change in place", ["pvc-immutable"]),
     ("acceptance-scaling", "prod-ib", {"acceptance.scaling": [1, 2]}, None, {"acceptance": "rolling"}, "rolling", "runs again", ["job-replace"]),
     ("trainer-image", "prod-v2", {"trainer.image": "nvcr.io/nvidia/pytorch:25.11-py3"}, None, {"trainer.runtimes": "rolling"}, "rolling", "keep the JobSet made from the old runtime", ["job-replace"]),
-    ("monitoring-off", "prod-ib", {"monitoring.enabled": False, "monitoring.serviceMonitorLabels": DROP}, None, {"charts.gpu-operator": "rolling"}, "rolling", "values changed", ["helm-upgrade"]),
+    ("monitoring-off", "prod-ib", {"monitoring.enabled": False, "monitoring.serviceMonitorLabels": DROP, "monitoring.ncclInspectorImage": DROP}, None, {"charts.gpu-operator": "rolling", "jobs.training/llama-pretrain": "disruptive"}, "disruptive", "values changed", ["helm-upgrade", "job-replace"]),
+    # Telemetry lives in every GPU pod: turning it on or off replaces the running v1 jobs (their pod templates).
+    ("telemetry-off", "prod-ib", {"monitoring.ncclInspectorImage": DROP}, None, {"jobs.training/llama-pretrain": "disruptive", "jobs.training/resnet-horovod": "disruptive"}, "disruptive", "replaced", ["job-replace"]),
     ("cluster-renamed", "dev", {"cluster": "dev2"}, None, {"cluster": "destructive"}, "destructive", "another cluster", ["job-replace"]),
     (
         "tcp-queue-weight",

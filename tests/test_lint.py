@@ -15,6 +15,7 @@ from policies.config import ConfigError
 from policies.podspecs import extract
 from policies.rules.fabric import add_ipc_lock
 from policies.shell import shell_words
+from tests.helpers import init_checks
 from tools import lint
 from tools.manifests import read, read_text
 
@@ -533,7 +534,7 @@ def test_readmes_trainjob_with_the_published_runtime_lints_clean_and_gets_the_fa
     assert (env["NCCL_NET"], env["NCCL_IB_DISABLE"], env["PET_NNODES"], env["PET_NPROC_PER_NODE"]) == ("IB", "0", "4", "auto")
     assert (c["image"], c["command"]) == ("nvcr.io/nvidia/pytorch:25.10-py3", ["torchrun", "train.py", "--epochs", "3"])
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
-    assert [i["name"] for i in spec["initContainers"]] == ["preflight"]
+    assert [i["name"] for i in init_checks(spec)] == ["preflight"]
     assert spec["tolerations"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert spec["schedulerName"] == "volcano"

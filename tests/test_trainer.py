@@ -25,7 +25,7 @@ from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
 from components.platform import trainer
 from tests.conftest import schema_problems, stack_platform
-from tests.helpers import DROP, changed, stack_input
+from tests.helpers import DROP, changed, init_checks, stack_input
 from tests.posix_sh import DASH, needs_dash
 from tools import upstream
 
@@ -274,7 +274,7 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}} in spec["volumes"]
     assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}} in spec["volumes"]
-    assert [c["name"] for c in spec.get("initContainers", [])] == (["preflight"] if rdma else []) + (["mpi-hosts"] if fw == "mpi" else [])
+    assert [c["name"] for c in init_checks(spec)] == (["preflight"] if rdma else []) + (["mpi-hosts"] if fw == "mpi" else [])
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-critical"
     assert spec["restartPolicy"] == "Never"
@@ -495,7 +495,7 @@ def test_launcher_waits_for_every_host_in_an_init_container_the_train_job_cannot
     spec = launcher["spec"]
     volumes = {v["name"] for v in spec["volumes"]}
     (wait,) = [c for c in spec["initContainers"] if c["name"] == "mpi-hosts"]
-    assert [c["name"] for c in spec["initContainers"]] == ["preflight", "mpi-hosts"]
+    assert [c["name"] for c in init_checks(spec)] == ["preflight", "mpi-hosts"]
     assert {m["name"] for m in wait["volumeMounts"]} <= volumes
     assert {"name": "mpi-hostfile", "mountPath": "/etc/mpi"} in wait["volumeMounts"]
     assert {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"} in wait["volumeMounts"]

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from components.fabric import wiring as fabric
+from components.jobs import telemetry
 from components.jobs.component import manifest
 from components.jobs.contract import contract
 from components.jobs.launch import LAUNCH, LAUNCHER, torchrun_command
@@ -17,6 +18,7 @@ from components.model.job import JobSpec
 from components.model.profile import Profile
 from components.model.profile import profile as make_profile
 from tests.conftest import schema_problems, stack_platform
+from tests.helpers import init_checks
 from tools import upstream
 
 DGX = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
@@ -84,6 +86,9 @@ def test_job_pod_wiring(fab, fw, size):
     assert wiring.env.get("NCCL_NET") == {"tcp": None, "efa": "Libfabric"}.get(fab, "IB")
     if fw == "pytorch" and fab != "tcp":  # the preflight runs in the main container (ExitCode)
         expected_env += [{"name": "FASTPATH_PREFLIGHT", "value": "/fastpath/preflight.sh"}, *({"name": k, "value": v} for k, v in PREFLIGHT_EXPECTS[fab].items())]
+    # prod-ib turns training-time telemetry on: NCCL loads the Inspector (tests/test_telemetry.py).
+    assert prof.nccl_inspector_image
+    expected_env += [{"name": k, "value": v} for k, v in telemetry.env().items()]
     if fw == "pytorch":  # one start and one per fault it may recover from (see tests/test_job_faults.py)
         expected_env.append({"name": "FASTPATH_MAX_STARTS", "value": "4"})
     for _role, replica, tpl in gpu_templates(m):
@@ -362,9 +367,9 @@ def test_preflight_init_container(fab, extra, present, hcas):
     r = resolve(job("pytorch", "fixed", **extra), prof)
     pod = pod_template(r, ["x"])["spec"]
     if not present:
-        assert "initContainers" not in pod and not any(v["name"] == "preflight" for v in pod["volumes"])
+        assert not init_checks(pod) and not any(v["name"] == "preflight" for v in pod["volumes"])
         return
-    (init,) = pod["initContainers"]
+    (init,) = init_checks(pod)
     env = {e["name"]: e["value"] for e in init["env"]}
     assert env["PREFLIGHT_GPUS"] == "8" and env["PREFLIGHT_HCAS"] == hcas
     assert env["PREFLIGHT_RDMA_DEVICES"] == str(sum(r.wiring.resources.values()))

@@ -22,7 +22,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from tools import upstream
+from tools import own_schemas, upstream
 from tools.manifests import LOADER, ManifestError, load
 
 K8S_VERSION = "1.37.0"
@@ -83,7 +83,7 @@ def crd_schemas(crds: Path) -> dict[tuple[str, str], dict]:
 
 @functools.cache
 def _validator(key: tuple, crds: Path) -> jsonschema.Draft7Validator | None:
-    schema = crd_schemas(crds).get(key)
+    schema = crd_schemas(crds).get(key) or own_schemas.OWN.get(key)
     return jsonschema.Draft7Validator(schema) if schema is not None else None
 
 

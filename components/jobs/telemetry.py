@@ -84,10 +84,11 @@ def init_containers(image: str) -> list[dict]:
 
 def wire(pod_spec: dict, containers: list[dict], image: str | None) -> None:
     """Add the plugin, the sidecar and the variables to a GPU pod spec (nothing when telemetry is off). The
-    sidecars go first: the preflight, after them, then runs with the metrics server up."""
+    sidecars go last: the preflight and the other checks run first, as without telemetry, and the sidecars start
+    once they passed, before the training container."""
     if image is None:
         return
-    pod_spec["initContainers"] = [*init_containers(image), *pod_spec.get("initContainers", [])]
+    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), *init_containers(image)]
     pod_spec["volumes"] = [*pod_spec.get("volumes", []), volume()]
     for c in containers:
         c["env"] = [*c.get("env", []), *({"name": k, "value": v} for k, v in env().items())]
