@@ -1,5 +1,6 @@
 """Fabric acceptance: the nccl-tests job is wired like a training job, and its check command is the contract."""
 
+import json
 import shlex
 import subprocess
 import sys
@@ -148,3 +149,19 @@ def test_host_network_check_names_the_bootstrap_interface(tmp_path, pod_interfac
     assert res.returncode == code, res.stdout
     if code:
         assert "names bond0 but NCCL used eth0" in res.stdout
+
+
+@pytest.mark.parametrize(("stack", "rails", "pairwise_stage"), [("prod-ib", 8, False), ("prod-roce", 2, True), ("prod-v2", 8, True)])
+def test_acceptance_measures_each_rail_first_and_counts_the_rails(rendered, stack, rails, pairwise_stage):
+    """Before the series, each rail of each node alone (components/jobs/pairwise.py, read by tools.pairwise), where
+    the pods know their HCA names (not SR-IOV VFs); every multi-node section is checked for the profile's rail count
+    (tools.ncclcheck --rails), so a run on 7 of 8 rails fails."""
+    (job,) = [o for o in rendered(stack).objects if o["metadata"].get("name") == "nccl-acceptance" and o["kind"] in ("MPIJob", "TrainJob")]
+    checks = job["metadata"]["annotations"]["fastpath.dev/check"].split("; ")
+    multi = [c for c in checks if "tools.ncclcheck" in c and "--expect local" not in c]
+    assert multi and all(f"--rails {rails}" in c for c in multi)
+    series = json.dumps(job["spec"])
+    assert ("fastpath-pairwise: begin" in series) == pairwise_stage
+    assert any("tools.pairwise" in c for c in checks) == pairwise_stage
+    if pairwise_stage:
+        assert checks[0].startswith("python -m tools.pairwise nccl-acceptance.log --floor ")

@@ -37,7 +37,10 @@ _RELABEL = _obj(
     action={"type": "string", "enum": ["replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
                                        "lowercase", "uppercase", "keepequal", "dropequal"]},
 )  # fmt: skip
-_DURATION = {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_DURATION = {
+    "type": "string",
+    "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
 _META = {"type": "object"}  # checked by tools.schemas._metadata_errors
 
 OWN = {

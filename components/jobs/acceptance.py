@@ -23,7 +23,7 @@ import pulumi
 
 from components import k8s, versions
 from components.fabric import wiring as fabric
-from components.jobs import component, trainjob
+from components.jobs import component, pairwise, trainjob
 from components.jobs.launch import mpirun_command
 from components.jobs.resolve import Resolved, resolve
 from components.model.config import AcceptanceConfig, FabricConfig
@@ -120,13 +120,39 @@ def hosts(r: Resolved, n: int) -> list[str]:
     return [f"{name}-worker-{i}" for i in range(n)]
 
 
-def series_script(r: Resolved, counts: list[int]) -> str:
+def pairwise_stage(r: Resolved, nodes: int, efficiency: float) -> tuple[str, float] | None:
+    """The pairwise per-rail stage over the first `nodes` workers (components/jobs/pairwise.py) and its floor, or
+    None where it cannot run: one node, no rails, or rails whose HCA names the pods do not know in advance (SR-IOV
+    VFs get names of their own)."""
+    used = list(r.wiring.rails)
+    hcas = fabric.visible_hcas(r.profile.fabric, used)
+    if nodes < 2 or not hcas:
+        return None
+    base = mpirun_command(r)
+    np_at = base.index("-np")
+    launcher = [*base[:np_at], *base[np_at + 2 : len(base) - len(r.spec.command)]]
+    floor = pairwise.rail_floor_gbps(min(x.speed_gbps for x in used), efficiency)
+    text = pairwise.script(
+        hosts(r, nodes),
+        [(x.name, h) for x, h in zip(used, hcas, strict=True)],
+        floor,
+        launcher=launcher,
+        gpus=[i % r.gpus for i in range(len(used))],
+    )
+    return text, floor
+
+
+def series_script(r: Resolved, counts: list[int], pairwise_text: str | None = None) -> str:
     """The launcher's series: each node count in turn on the first N workers, between marker lines; the job
     fails if any run failed, after all ran. On v2 its runtime is the acceptance's own (trainjob.ACCEPTANCE_RUNTIME,
     no gang restart), so a failed size fails the TrainJob instead of measuring the series again."""
     base = mpirun_command(r)
     np_at = base.index("-np")
     lines = ["status=0"]
+    if pairwise_text:
+        # Each rail of each node alone first: a slow one is named by node and rail, which the series' all-rail
+        # numbers cannot do. nccl-tests runs after it either way.
+        lines.append(f"sh -c {shlex.quote(pairwise_text)} || status=1")
     for n in counts:
         hostlist = ",".join(f"{h}:{r.gpus}" for h in hosts(r, n))
         # A ring measures the network, not tree or NVLS tricks (with more than one node).
@@ -154,14 +180,16 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile, "fastpath:platform.acceptance"
     )
     manifest = component.manifest(r)
+    stage = pairwise_stage(r, max(counts), acc.efficiency)
+    series = series_script(r, counts, stage[0] if stage else None)
     if r.api == "v2":
-        manifest["spec"]["trainer"]["command"] = ["sh", "-c", series_script(r, counts)]
+        manifest["spec"]["trainer"]["command"] = ["sh", "-c", series]
         manifest["spec"]["runtimeRef"]["name"] = trainjob.ACCEPTANCE_RUNTIME
         logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
     else:
         launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
         wait = launcher["command"][:4]  # sh -c LAUNCHER launcher: wait for every worker, then run "$@" (no retry)
-        launcher["command"] = [*wait, "sh", "-c", series_script(r, counts)]
+        launcher["command"] = [*wait, "sh", "-c", series]
         logs = f"kubectl logs {JOB_NAME}-launcher"
     runs: list[dict[str, Any]] = []
     for n in counts:
@@ -182,6 +210,9 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             # INIT,NET: a wrong fabric.podInterface (the node's on the host network) shows there before anything
             # hangs. Other transports print it only with the BOOTSTRAP subsystem.
             args += ["--bootstrap", fab.pod_interface]
+        if n > 1 and fab.rails:
+            # Every rail in every process's NIC list (NCCL skips a port that is not ACTIVE, and runs on the rest).
+            args += ["--rails", str(len(fab.rails))]
         run = {
             "job": JOB_NAME,
             "nodes": n,
@@ -194,7 +225,13 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         if r.api == "v2":
             run["logs"] = logs
         runs.append(run)
-    manifest["metadata"]["annotations"] = {CHECK_ANNOTATION: "; ".join(run["check"] for run in runs)}
+    checks = [run["check"] for run in runs]
+    if stage is not None:
+        # The pairwise stage ran on the largest run's nodes, before the series: its check goes with that run.
+        check = shlex.join(["python", "-m", "tools.pairwise", f"{JOB_NAME}.log", "--floor", f"{stage[1]:g}"])
+        runs[-1]["pairwise"] = {"minRailGbps": stage[1], "check": check}
+        checks.insert(0, check)
+    manifest["metadata"]["annotations"] = {CHECK_ANNOTATION: "; ".join(checks)}
     return manifest, runs
 
 
