@@ -55,3 +55,42 @@ def gpu_procs_match(ctx: Context) -> Iterator[Finding]:
                     + ("GPUs sit idle" if procs < n else "processes share GPUs")
                     + f"; set {field_name} to {n}"
                 )
+
+
+WORKLOAD_DAEMONS = frozenset({"DaemonSet"})
+
+
+@rule(
+    "gpu-pod-tolerates-quarantine",
+    "A GPU training pod does not tolerate every taint",
+    level=MANDATORY,
+    description="A toleration with operator Exists and no key tolerates every taint: the pod lands on a node that "
+    "health monitoring quarantined (a NoSchedule taint) and stays on one tainted NoExecute, including a lost "
+    "node's `node.kubernetes.io/out-of-service`, so its gang restarts onto the sick node or never leaves it. "
+    "Node agents (DaemonSets) are not judged.",
+    remediation="tolerate the GPU taint by its key (e.g. {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule})",
+)
+def gpu_pod_tolerates_quarantine(ctx: Context) -> Iterator[Finding]:
+    """kubernetes/kubernetes staging/src/k8s.io/api/core/v1/toleration.go ToleratesTaint: an empty key with
+    operator Exists matches every taint, of every effect when the effect is empty too."""
+    if ctx.obj.get("kind") in WORKLOAD_DAEMONS:
+        return
+    seen: set[int] = set()
+    for t, _ in ctx.gpu_containers:
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        spec = dict_or_empty(dict_or_empty(t.template).get("spec"))
+        for tol in spec.get("tolerations") or []:
+            tol = dict_or_empty(tol)
+            if (
+                not tol.get("key")
+                and tol.get("operator") == "Exists"
+                and tol.get("effect") in (None, "", "NoSchedule", "NoExecute")
+            ):
+                effect = tol.get("effect") or "every effect"
+                yield Finding(
+                    f"{t.role} pod tolerates every taint ({effect}): it is scheduled onto quarantined GPU nodes and "
+                    "never evicted from a lost one; tolerate the GPU taint by its key instead"
+                )
+                break
