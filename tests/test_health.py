@@ -188,3 +188,17 @@ def test_health_settings_that_cannot_work_are_refused(platform, health_cfg, need
     base["health"] = health_cfg
     with pytest.raises(ValueError, match=needle):
         PlatformConfig.model_validate(base)
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "prod-roce"])
+def test_torchrun_survivors_wait_long_enough_for_a_lost_nodes_replacement(rendered, stack):
+    """The operator makes no replacement while the lost node's pod is Terminating (a pod of that name exists); node
+    health releases it after lostNodeMinutes, plus up to the object monitor's 5-minute resync, and the new pod still
+    needs a node and its image. The survivors' rendezvous join timeout covers all of it, so the gang re-forms on a
+    healthy node instead of failing just before the replacement arrives."""
+    from components.jobs.operator_v1 import OBJECT_MONITOR_RESYNC  # noqa: PLC0415
+
+    lost = 10 * 60  # health.lostNodeMinutes default
+    for job in (o for o in rendered(stack).objects if o["kind"] == "PyTorchJob"):
+        conf = {c["key"]: int(c["value"]) for c in job["spec"]["elasticPolicy"]["rdzvConf"] if c["key"] == "join_timeout"}
+        assert conf["join_timeout"] >= lost + OBJECT_MONITOR_RESYNC + 300, job["metadata"]["name"]

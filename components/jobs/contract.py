@@ -6,7 +6,7 @@ it as the output `contract`.
 from __future__ import annotations
 
 from components.fabric import wiring as fabric
-from components.jobs.operator_v1 import CLEAN_POD_POLICY, RDZV_JOIN_TIMEOUT, V1_KINDS, rdzv_host
+from components.jobs.operator_v1 import CLEAN_POD_POLICY, V1_KINDS, join_timeout, rdzv_host
 from components.jobs.resolve import Resolved
 from components.jobs.runtime_v2 import build, controller, judge
 from components.jobs.trainjob import job_runtime, train_job
@@ -47,7 +47,7 @@ def fault_summary(r: Resolved) -> str:
     if r.spec.framework == "pytorch":
         return (
             f"torchrun restarts the group up to {r.max_restarts} times (c10d store {rdzv_host(r)}); a lost "
-            f"node's or an evicted pod is recreated (ExitCode) and rejoins within {RDZV_JOIN_TIMEOUT}s, else the "
+            f"node's or an evicted pod is recreated (ExitCode) and rejoins within {join_timeout(r.profile)}s, else the "
             f"job fails (an evicted pod's rejoin needs a torchrun that leaves the rendezvous open on SIGTERM, as "
             f"torch 2.13's does); cleanPodPolicy {CLEAN_POD_POLICY}"
         )
@@ -72,7 +72,8 @@ def drain_outcome(r: Resolved) -> tuple[bool, str]:
         # replacement meets a closed rendezvous. Told conservatively: the run does not carry on by itself.
         return (
             False,
-            f"fails, unless a free node takes the evicted pod within {RDZV_JOIN_TIMEOUT}s and the image's torchrun "
+            f"fails, unless a free node takes the evicted pod within {join_timeout(r.profile)}s and the image's "
+            "torchrun "
             f"leaves the rendezvous open on SIGTERM (torch 2.13 does, some earlier releases close it): resubmit "
             f"it{resume}",
         )

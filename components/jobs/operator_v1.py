@@ -28,14 +28,34 @@ from components.fabric import wiring as fabric
 from components.jobs.launch import LAUNCH, LAUNCHER, RDZV_STORE, mpirun_command, torchrun_command
 from components.jobs.pod import env_list, host_network, pod_template, primary_interface_annotation
 from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels, job_meta
+from components.model.profile import Profile
 
 RDZV_PORT = 29400
-# How long survivors wait for a replacement pod before the job fails and frees its nodes: the kubelet's
-# not-ready eviction (300 s by default), Volcano placing the new pod and an image already on the node.
+# How long survivors wait for a replacement pod before the job fails and frees its nodes, without node health: an
+# evicted or drained pod's replacement (Volcano placing it, an image already on the node). A lost node's pod stays
+# Terminating, and the operator makes no replacement while it exists, so without health the job fails after this
+# and frees the healthy nodes.
 RDZV_JOIN_TIMEOUT = 900
-# How long the store waits without a keep-alive before it ends (launch.RDZV_STORE): twice the time a replacement
-# agent may take to join, so a run that re-forms is never cut short.
-RDZV_IDLE_SECONDS = 2 * RDZV_JOIN_TIMEOUT
+# With health (fastpath:platform.health.lostNodeMinutes) a lost node's pods go after those minutes, plus up to the
+# object monitor's resync (NVIDIA/NVSentinel@v1.19.0 kubernetes-object-monitor resyncPeriod 5m re-checks a time-based
+# predicate), then the replacement needs placing and its image: the survivors wait for all of it.
+OBJECT_MONITOR_RESYNC = 300
+REPLACEMENT_SECONDS = 600
+
+
+def join_timeout(profile: Profile) -> int:
+    """Seconds torchrun's survivors wait for a replacement agent (rdzv join_timeout)."""
+    if profile.lost_node_seconds is None:
+        return RDZV_JOIN_TIMEOUT
+    return max(RDZV_JOIN_TIMEOUT, profile.lost_node_seconds + OBJECT_MONITOR_RESYNC + REPLACEMENT_SECONDS)
+
+
+def store_idle_seconds(profile: Profile) -> int:
+    """How long the store waits without a keep-alive before it ends (launch.RDZV_STORE): twice the time a
+    replacement agent may take to join, so a run that re-forms is never cut short."""
+    return 2 * join_timeout(profile)
+
+
 # Failed store pods a store Job tolerates: every eviction or lost node is one; the Job must not give up while the
 # run it serves goes on.
 STORE_BACKOFF_LIMIT = 1000
@@ -68,7 +88,7 @@ def rdzv_host(r: Resolved) -> str:
 def rendezvous(r: Resolved) -> list[dict]:
     """The rendezvous store of a PyTorchJob: a one-CPU batch Job and its Service `<job>-rdzv`. Not a training pod,
     so it runs whatever subset of an elastic gang Volcano admits, and a lost GPU node never takes the store with
-    it. It ends itself once no agent has kept the rendezvous alive for RDZV_IDLE_SECONDS (the run is over).
+    it. It ends itself once no agent has kept the rendezvous alive for store_idle_seconds (the run is over).
     TrainingJob makes the job its owner, so it goes when the job is deleted."""
     name = rdzv_host(r)
     labels = job_labels(r, "rendezvous")
@@ -83,7 +103,7 @@ def rendezvous(r: Resolved) -> list[dict]:
                 "env": [
                     {"name": "FASTPATH_RDZV_PORT", "value": str(RDZV_PORT)},
                     {"name": "FASTPATH_RDZV_ID", "value": r.spec.name},  # the job's rdzvId
-                    {"name": "FASTPATH_RDZV_IDLE_SECONDS", "value": str(RDZV_IDLE_SECONDS)},
+                    {"name": "FASTPATH_RDZV_IDLE_SECONDS", "value": str(store_idle_seconds(r.profile))},
                 ],
                 "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
                 "readinessProbe": {"tcpSocket": {"port": RDZV_PORT}, "periodSeconds": 5},
@@ -210,7 +230,7 @@ def pytorch_job(r: Resolved) -> dict:
             # store pod to answer (it may still be pulling its image when the workers start).
             "rdzvConf": [
                 {"key": "is_host", "value": "false"},
-                {"key": "join_timeout", "value": str(RDZV_JOIN_TIMEOUT)},
+                {"key": "join_timeout", "value": str(join_timeout(r.profile))},
                 {"key": "read_timeout", "value": str(RDZV_READ_TIMEOUT)},
             ],
         },

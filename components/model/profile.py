@@ -140,6 +140,9 @@ class Profile:
     """Trainer v2's published runtimes (when job_apis has v2)."""
     nccl_inspector_image: str | None = None
     """The image with NCCL's Inspector plugin every GPU pod loads (monitoring.ncclInspectorImage); None: off."""
+    lost_node_seconds: int | None = None
+    """How long a lost node keeps its pods before node health releases them (health.lostNodeMinutes); None: until
+    a person does."""
 
     def runtimes(self) -> list[tuple[str, str, str | None]]:
         """(name, framework, priority class) of every runtime the cluster publishes, in a stable order."""
@@ -195,6 +198,7 @@ class Profile:
                 {"configMap": self.preflight.config_map, "key": self.preflight.key} if self.preflight else None
             ),
             "ncclInspectorImage": self.nccl_inspector_image,
+            "lostNodeSeconds": self.lost_node_seconds,
         }
 
     @classmethod
@@ -226,6 +230,7 @@ class Profile:
                 else None
             ),
             nccl_inspector_image=d.get("ncclInspectorImage"),
+            lost_node_seconds=d.get("lostNodeSeconds"),
         )
 
 
@@ -256,6 +261,9 @@ def profile(platform: PlatformConfig) -> Profile:
             else None
         ),
         nccl_inspector_image=platform.monitoring.nccl_inspector_image,
+        lost_node_seconds=(
+            h.lost_node_minutes * 60 if (h := platform.health).enabled and h.lost_node_minutes is not None else None
+        ),
     )
 
 
