@@ -83,6 +83,9 @@ def within(modules: set[str], *prefixes: str) -> set[str]:
         # The impact model is a pure function of two states: it reads no builder and no config.
         ("impact.model", {"impact.state"}),
         ("impact.ack", {"impact.model"}),
+        # Shipped into the cluster as one file: the reaper and the metrics sidecar read nothing of fastpath's.
+        ("ops.reaper", set()),
+        ("jobs.nccl_metrics", set()),
     ],
 )
 def test_layering(module, may_import):
@@ -95,6 +98,7 @@ def test_layering(module, may_import):
         ("fabric.", ("jobs.", "platform.", "model.job", "model.profile", "model.stack")),  # the fabric model knows no jobs
         ("platform.", ("model.stack",)),  # components take a validated model; loading is the program's
         ("jobs.", ("model.stack", "platform.component")),
+        ("ops.", ("jobs.", "platform.", "model.stack", "impact.")),  # operations read the cluster's model only
     ],
 )
 def test_rooms(room, must_not_import):
