@@ -149,7 +149,8 @@ def test_pytorch_is_worker_only_on_c10d_with_a_store_outside_the_gang(size):
         "rdzvHost": "run-rdzv",
         "rdzvPort": 29400,
         "rdzvId": "run",
-        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "600"}],
+        # 1500: prod-ib's node health releases a lost node after 10 min (operator_v1.join_timeout).
+        "rdzvConf": [{"key": "is_host", "value": "false"}, {"key": "join_timeout", "value": "1500"}, {"key": "read_timeout", "value": "600"}],
     }
     assert m["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == lo
     worker = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
