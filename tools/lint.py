@@ -39,7 +39,8 @@ import yaml
 from policies.config import ConfigError, parse_config
 from policies.engine import MANDATORY, REMEDIATE, Violation, claim_index, evaluate, normalize, plan
 from policies.runtimes import RuntimeIndex
-from tools.manifests import LOADER, Loaded, Unreadable, load, read
+from tools import yamlsafe
+from tools.manifests import Loaded, Unreadable, load, read
 
 __all__ = ["ConfigError", "Violation", "lint", "lint_loaded", "load", "load_config", "main", "read"]
 FAILING = (MANDATORY, REMEDIATE)
@@ -82,10 +83,12 @@ def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violat
 def load_config(path: Path) -> dict:
     """A policy config file, checked: ConfigError naming the file when it cannot be used."""
     try:
-        raw = yaml.load(path.read_bytes().decode("utf-8-sig"), Loader=LOADER)  # JSON is YAML
+        raw = yamlsafe.load(path.read_bytes().decode("utf-8-sig"))  # JSON is YAML
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
+    except yamlsafe.Refused as err:
+        raise ConfigError(f"{path}: {err}") from None
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
         raise ConfigError(f"{path}: not valid JSON or YAML: {str(err).splitlines()[0]}") from None
     try:
         return parse_config(raw)

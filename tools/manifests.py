@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tools import yamlsafe
+
 # libyaml's loader where PyYAML has it: rendered stacks and CRDs are megabytes of YAML.
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # A document marker (`---`, `...`) at column 0 ends a document wherever it stands, even inside a quoted scalar
@@ -171,7 +173,7 @@ def _parse(
         yield Unreadable(file, number, at_line, "bytes that are not UTF-8: save the file as UTF-8")
         return
     try:
-        doc = yaml.load(body, Loader=LOADER)
+        doc = yamlsafe.load(body)
     except Exception as err:  # YAMLError, and ValueError from a timestamp such as 2024-13-01
         mark = getattr(err, "problem_mark", None)
         at_line = first_line + mark.line + 1 if mark is not None else line

@@ -29,7 +29,7 @@ import yaml
 
 from components.impact import ack, preview
 from components.impact.model import Impact, impact
-from tools import mocks
+from tools import mocks, yamlsafe
 from tools.mocks import Registration, Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +105,10 @@ def load_stack_config(stack: str) -> tuple[dict[str, str], list[str]]:
 def load_stack_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """`load_stack_config` of a stack file anywhere (tools/impact.py reads any two)."""
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
+        doc = yamlsafe.load(path.read_text()) or {}
+    except yamlsafe.Refused as err:
+        raise RenderError(f"{_rel(path)}: {err}") from None
+    except (yaml.YAMLError, ValueError) as err:  # ValueError: a timestamp such as 2024-13-01
         raise RenderError(f"{_rel(path)}: not valid YAML: {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise RenderError(
