@@ -189,7 +189,8 @@ def _parse(
             )
             return
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        yield Unreadable(file, number, at_line, f"not valid YAML: {problem}")
+        refused = isinstance(err, yamlsafe.Refused)  # valid YAML, but not to be built: says why itself
+        yield Unreadable(file, number, at_line, problem if refused else f"not valid YAML: {problem}")
         return
     whole: list[tuple[Any, Any]] = []
     if (why := _shape_problem(doc, whole)) is not None:

@@ -41,7 +41,7 @@ def check(root: yaml.Node) -> None:
         if key in memo:
             return memo[key]
         if key in open_:
-            raise Refused("an alias refers to a node that contains it (a cycle): write the value out", node)
+            raise Refused("a YAML alias refers to a node that contains it (a cycle): write the value out", node)
         open_.add(key)
         n = 1
         if isinstance(node, yaml.MappingNode):
@@ -64,7 +64,7 @@ def check(root: yaml.Node) -> None:
         memo[key] = n
         if n > MAX_NODES:
             raise Refused(
-                f"aliases or merge keys expand this document to more than {MAX_NODES:,} values: write the values out",
+                f"YAML aliases or merge keys expand this document to more than {MAX_NODES:,} values: write the values out",
                 node,
             )
         return n
