@@ -172,7 +172,7 @@ def test_unreadable_documents_are_named_and_the_rest_is_read(tmp_path):
         "document 4, line 19: a YAML alias refers",
         "document 5, line 22: kind is ['Pod']",
         "document 6, line 24: not valid YAML: month must be in 1..12",
-        "document 7, line 27: YAML aliases expand it to more than 1,000,000 values",
+        "document 7, line 32: YAML aliases or merge keys expand this document to more than 1,000,000 values",  # the node that crosses it
         "document 8, line 35: nested deeper than",
         "missing.yaml: no such file or folder",
     ]
