@@ -139,6 +139,18 @@ def toleration(key: str) -> dict:
     return {"key": key, "operator": "Exists", "effect": "NoSchedule"}
 
 
+# The taint node health puts on a quarantined node (components/platform/health.py). No training pod tolerates it;
+# the platform's own DaemonSets do, so a rollout on a quarantined node still brings back its driver, device plugins
+# and DCGM (without which the node never reports healthy again and stays quarantined).
+QUARANTINE_TAINT = {"key": "fastpath.dev/quarantined", "value": "nvsentinel", "effect": "NoSchedule"}
+
+
+def operand_tolerations(taint_key: str, quarantine: bool) -> list[dict]:
+    """What the platform's node DaemonSets (GPU and Network Operator operands, NFD's worker) tolerate: the GPU
+    taint(s) and, with node health, the quarantine taint."""
+    return [*gpu_tolerations(taint_key), *([toleration(QUARANTINE_TAINT["key"])] if quarantine else [])]
+
+
 def gpu_tolerations(taint_key: str) -> list[dict]:
     """Tolerations for the GPU nodes' taint: `nvidia.com/gpu`, plus the stack's own gpu.taintKey when it differs
     (an operand that should run on GPU nodes tainted either way)."""

@@ -6,6 +6,7 @@ from components.platform import gpu_operator
 from tests.helpers import DEDICATED, GPU_TAINT, cfg
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+QUARANTINED = {"key": "fastpath.dev/quarantined", "operator": "Exists", "effect": "NoSchedule"}
 KPS_MONITOR = {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}}
 # A managed driver's upgrades wait for the training pods on a node (tests/test_day2.py).
 WAITS = {"waitForCompletion": {"podSelector": "fastpath.dev/role"}}
@@ -26,7 +27,20 @@ GPU_CASES = [
     ("host-mofed-peermem", {"gpu__gpuDirect": "peermem"}, {"driver": {"enabled": False, "rdma": {"enabled": True, "useHostMofed": True}}, "nfd": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
     # NVSentinel reads GPU health from the operator's standalone hostengine (gpu-operator@v26.7.0 dcgm.enabled,
     # false by default: the exporter embeds its own).
-    ("health", {"health__enabled": True}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgm": {"enabled": True}, "dcgmExporter": KPS_MONITOR}),
+    # With health the operands also tolerate the quarantine taint (k8s.QUARANTINE_TAINT), or a rollout would leave a
+    # quarantined node without them; the chart's own nvidia.com/gpu toleration repeated (Helm replaces the list).
+    (
+        "health",
+        {"health__enabled": True},
+        {
+            "driver": {"enabled": False},
+            "nfd": {"enabled": True},
+            "daemonsets": {"tolerations": [GPU_TAINT, QUARANTINED]},
+            "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE, GPU_TAINT, QUARANTINED]}},
+            "dcgm": {"enabled": True},
+            "dcgmExporter": KPS_MONITOR,
+        },
+    ),
     ("no-monitoring", {"monitoring": False}, {"driver": {"enabled": False}, "nfd": {"enabled": True}, "dcgmExporter": {"serviceMonitor": {"enabled": False}}}),
     (
         "monitoring-labels",

@@ -73,7 +73,7 @@ def test_training_pods_are_evicted_at_once_and_platform_pods_are_not(rendered, s
     cfg = PlatformConfig.model_validate(stack_platform(stack))
     for ns in cfg.training_namespaces:
         assert nvs.drain_mode(nd, ns) == "Immediate"
-    for ns in ("gpu-operator", "nvidia-network-operator", "volcano-system", "kubeflow", "kubeflow-system", "nvsentinel", "cert-manager", "kube-system"):
+    for ns in ("gpu-operator", "nvidia-network-operator", "volcano-system", "kubeflow", "kubeflow-system", "nvsentinel", "cert-manager", "kube-system", "fastpath-system"):
         assert nvs.drain_mode(nd, ns) is None, ns
     assert nvs.drain_mode(nd, "someone-elses") == "AllowCompletion"
 
@@ -127,7 +127,13 @@ def test_a_lost_node_is_released_after_the_stacks_minutes_and_its_run_restarts(r
     (policy,) = values["kubernetes-object-monitor"]["policies"]
     minutes = 10  # the stacks leave health.lostNodeMinutes at its default
     went = nvs.utc("2026-11-25T03:00:00Z")
-    node = {"metadata": {"name": "gpu-07", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-25T03:00:00Z"}]}}
+    node = {
+        "metadata": {"name": "gpu-07", "labels": {"nvidia.com/gpu.present": "true"}},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-25T03:00:00Z"}]},
+    }
+    # A lost CPU or storage node is not a gang's: its volumes are not force-detached by a rule made for GPU nodes.
+    cpu_node = {"metadata": {"name": "cpu-01", "labels": {}}, "status": node["status"]}
+    assert not nvs.policy_fires(policy, cpu_node, went + timedelta(hours=2))
     assert not nvs.policy_fires(policy, node, went + timedelta(minutes=minutes - 1))
     assert nvs.policy_fires(policy, node, went + timedelta(minutes=minutes + 1))
     # Ready False (the chart's own policy sees only this one) fires too; a Ready node never does.
@@ -202,3 +208,18 @@ def test_torchrun_survivors_wait_long_enough_for_a_lost_nodes_replacement(render
     for job in (o for o in rendered(stack).objects if o["kind"] == "PyTorchJob"):
         conf = {c["key"]: int(c["value"]) for c in job["spec"]["elasticPolicy"]["rdzvConf"] if c["key"] == "join_timeout"}
         assert conf["join_timeout"] >= lost + OBJECT_MONITOR_RESYNC + 300, job["metadata"]["name"]
+
+
+@pytest.mark.parametrize("stack", PROD)
+def test_platform_daemonsets_still_run_on_a_quarantined_node(rendered, stack):
+    """A DaemonSet makes no new pod on a node whose NoSchedule taint it does not tolerate: without the toleration a
+    rollout would leave a quarantined node without its driver, device plugin and DCGM, and it would never report
+    healthy again. The GPU Operator's operands and NFD's worker tolerate it (daemonsets.tolerations), and so do the
+    Network Operator's (NicClusterPolicy spec.tolerations, beside the nvidia.com/gpu they tolerate by themselves)."""
+    sick = {"unschedulable": False, "taints": [health.QUARANTINE_TAINT, {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}
+    (gpu_op,) = [p for p in rendered(stack).packages if p["name"] == "gpu-operator"]
+    assert nvs.schedulable({"tolerations": gpu_op["values"]["daemonsets"]["tolerations"]}, sick)
+    assert nvs.schedulable({"tolerations": gpu_op["values"]["node-feature-discovery"]["worker"]["tolerations"]}, sick)
+    for ncp in (o for o in rendered(stack).objects if o["kind"] == "NicClusterPolicy"):
+        own = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        assert nvs.schedulable({"tolerations": [*own, *ncp["spec"]["tolerations"]]}, sick)

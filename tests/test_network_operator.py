@@ -14,13 +14,14 @@ from tools import upstream
 
 @pytest.mark.parametrize(
     ("stack", "changes", "spec_keys", "secondary"),
+    # The prod stacks run node health: the operands tolerate the quarantine taint (tolerations).
     [
-        ("prod-ib", {}, ["secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
-        ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
-        ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
-        ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
-        ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus", "ipoib"]),
-        ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-ib", {}, ["secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"gpu__hostMofed": False}, ["ofedDriver", "secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-roce", {}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-roce", {"gpu__hostMofed": False}, ["ofedDriver", "rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus"]),
+        ("prod-ib", {"fabric__attachment": "shared"}, ["rdmaSharedDevicePlugin", "secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus", "ipoib"]),
+        ("prod-roce", {"fabric__attachment": "hostdevice"}, ["sriovDevicePlugin", "secondaryNetwork", "nvIpam", "tolerations", "nodeAffinity"], ["cniPlugins", "multus"]),
     ],
 )
 def test_nic_cluster_policy(stack, changes, spec_keys, secondary):
@@ -131,12 +132,23 @@ def test_doca_driver_loads_nfs_rdma_for_rdma_checkpoints(changes, env):
     assert driver.get("env") == env
 
 
-@pytest.mark.parametrize(("taint", "tolerations"), [("nvidia.com/gpu", None), ("dedicated", [DEDICATED])])
-def test_nic_cluster_policy_tolerates_a_custom_gpu_taint(taint, tolerations):
+QUARANTINED = {"key": "fastpath.dev/quarantined", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("taint", "health", "tolerations"),
+    [
+        ("nvidia.com/gpu", False, None),
+        ("dedicated", False, [DEDICATED]),
+        ("nvidia.com/gpu", True, [QUARANTINED]),  # node health: operands stay on a quarantined node
+        ("dedicated", True, [DEDICATED, QUARANTINED]),
+    ],
+)
+def test_nic_cluster_policy_tolerates_a_custom_gpu_taint(taint, health, tolerations):
     """The operator's DaemonSets tolerate only `nvidia.com/gpu` themselves and take `spec.tolerations` for the
     rest (network-operator@v26.4.1:manifests/state-*/, api/v1alpha1/nicclusterpolicy_types.go `Tolerations`);
     the DOCA driver state also skips nodes with an untolerated taint (pkg/state/state_ofed.go)."""
-    spec = network_operator.nic_cluster_policy(cfg("prod-ib", gpu__taintKey=taint))["spec"]
+    spec = network_operator.nic_cluster_policy(cfg("prod-ib", gpu__taintKey=taint, health__enabled=health))["spec"]
     assert spec.get("tolerations") == tolerations
 
 

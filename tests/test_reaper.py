@@ -34,8 +34,9 @@ def pod(owner=V2_OWNER, node="gpu-07", phase="Pending", waiting=None, init_waiti
         status["containerStatuses"] = [{"name": "node", "state": {"waiting": waiting or {"reason": "ContainerCreating"}}}]
         if init_waiting:
             status["initContainerStatuses"] = [{"name": "preflight", "state": {"waiting": init_waiting}}]
+    labels = {"jobset.sigs.k8s.io/jobset-name": "run"} if owner is V2_OWNER else {}
     return {
-        "metadata": {"name": "run-node-0-0", "namespace": "training", "creationTimestamp": stamp(created), "ownerReferences": [owner]},
+        "metadata": {"name": "run-node-0-0", "namespace": "training", "creationTimestamp": stamp(created), "ownerReferences": [owner], "labels": labels},
         "spec": {"nodeName": node} if node else {},
         "status": status,
     }
@@ -63,6 +64,14 @@ def test_what_counts_as_stuck(p, minutes, pending, reason):
     assert (s.reason if s else None) == reason
     if s is not None:
         assert s.pod == "run-node-0-0" and s.namespace == "training" and s.message
+
+
+def test_a_v1_store_pod_is_left_to_its_job():
+    """A v1 PyTorch job's rendezvous store is a batch Job's pod too, but no runtime rule ends its run: failing it
+    would only have the Job make another. Its job's workers, stuck on the same image, fail the job."""
+    store = pod(owner={"apiVersion": "batch/v1", "kind": "Job", "name": "llama-rdzv", "controller": True}, waiting=PULL)
+    s = reaper.stuck(store, T0 + 31 * MIN, START, None)
+    assert s is not None and reaper.action(store, s) is None
 
 
 def test_a_pod_already_ended_or_being_deleted_is_left_alone():

@@ -70,8 +70,9 @@ def test_mpi_ranks_get_the_inspector_variables(rendered, stack):
     assert launches
     for command in launches:
         text = " ".join(command)
-        for name in telemetry.env():
-            assert f"-x {name}" in text, (name, text[:200])
+        # With their values: a v1 launcher has no Inspector of its own to forward them from.
+        for name, value in telemetry.env().items():
+            assert f"-x {name}={value}" in text, (name, text[:200])
 
 
 @needs_dash
@@ -152,3 +153,47 @@ def test_the_program_needs_only_the_standard_library():
     modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules <= set(sys.stdlib_module_names)
+
+
+def test_the_copy_does_not_hide_the_plugin_it_copies():
+    """The shared volume mounted over /nccl-inspector in the copying container would hide the image's own file."""
+    (copy,) = [c for c in telemetry.init_containers(IMAGE) if c["name"] == "nccl-inspector-plugin"]
+    for m in copy["volumeMounts"]:
+        assert not telemetry.PLUGIN_IN_IMAGE.startswith(m["mountPath"].rstrip("/") + "/"), m
+
+
+def test_a_file_mid_rewrite_is_served_as_it_last_was(tmp_path):
+    """The plugin truncates its file and writes it again bucket by bucket: a scrape in between keeps the series."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("nccl_metrics_under_test", telemetry.PROGRAM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    f = tmp_path / "nccl_inspector_metrics_GPU-aaa.prom"
+    full = 'nccl_bus_bandwidth_gbs{gpu="GPU-aaa",collective="AllReduce"} 45\nnccl_bus_bandwidth_gbs{gpu="GPU-aaa",collective="AllGather"} 40\n'
+    f.write_text(full)
+    assert module.collect(str(tmp_path)).decode() == full
+    for partial in ("", full.splitlines()[0] + "\n", full[:30]):
+        f.write_text(partial)
+        assert module.collect(str(tmp_path)).decode() == full, partial
+    f.unlink()
+    assert module.collect(str(tmp_path)) == b""
+
+
+@pytest.mark.parametrize("stack", PROD)
+def test_every_rule_is_promql_the_operator_accepts(rendered, stack):
+    """prometheus-operator@v0.93.0:pkg/admission/admission.go validates each rule's expression: one that does not
+    parse denies the PrometheusRule (and without the webhook the operator drops the whole object)."""
+    import promql_parser  # noqa: PLC0415
+
+    (rule,) = [o for o in rendered(stack).objects if o["kind"] == "PrometheusRule"]
+    for r in rule["spec"]["groups"][0]["rules"]:
+        promql_parser.parse(r["expr"])
+    with pytest.raises(ValueError):
+        promql_parser.parse("x < 0.5 * on (instance) group_left quantile by (instance) (0.5, x)")
+
+
+def test_a_rank_is_compared_within_its_communicator(rendered):
+    (rule,) = [o for o in rendered("prod-ib").objects if o["kind"] == "PrometheusRule"]
+    median = next(r for r in rule["spec"]["groups"][0]["rules"] if r.get("record", "").endswith(":median"))
+    assert "comm_name" in median["expr"]

@@ -56,10 +56,13 @@ def mpirun_command(r: Resolved) -> list[str]:
         # The runtime's sshd port and key, stated on the command line too (the runtime's launcher env carries
         # them as the ssh agent for any TrainJob; this wins over the plugin's OMPI_MCA_plm_rsh_args in Open MPI 4).
         cmd += ["-mca", "plm_rsh_args", build.SSH_OPTIONS]
-    # Ranks an sshd starts do not see their container's env: the Inspector's variables travel with the rest.
-    inspector = list(telemetry.env()) if r.profile.nccl_inspector_image else []
-    for name in [*r.env, *inspector, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
+    for name in [*r.env, *r.spec.secret_env, "PATH", "LD_LIBRARY_PATH"]:
         cmd += ["-x", name]
+    if r.profile.nccl_inspector_image:
+        # Ranks an sshd or kubectl exec starts do not all see their container's env, and a v1 launcher (no GPU, no
+        # Inspector of its own) has none to forward: the Inspector's variables go with their values.
+        for name, value in telemetry.env().items():
+            cmd += ["-x", f"{name}={value}"]
     return [*cmd, *r.spec.command]
 
 

@@ -11,19 +11,37 @@ import glob
 import http.server
 import os
 import sys
+import time
+
+# The last complete content of each file: the plugin truncates a file, then writes it bucket by bucket
+# (inspector.cc getOrCreateFileHandle, inspector_prom.cc), so a scrape in between would see it empty or cut, its
+# series would go stale and every alert's `for` would start over.
+LAST: dict[str, tuple[float, str]] = {}
+# A rewrite shorter than what was served is taken as mid-write unless the served one is this old (3 dumps): a job's
+# set of series may shrink, a rewrite never takes that long.
+FRESH_SECONDS = 90.0
 
 
 def collect(folder: str) -> bytes:
-    """Every .prom file in `folder`, HELP and TYPE lines once per metric (Prometheus refuses a repeated TYPE)."""
+    """Every .prom file in `folder` as last read whole, HELP and TYPE lines once per metric (Prometheus refuses a
+    repeated TYPE); a file mid-rewrite (empty, cut in a line, or shorter than the last, for a while) is served as it
+    last was."""
     seen: set[str] = set()
     out: list[str] = []
-    for path in sorted(glob.glob(os.path.join(folder, "*.prom"))):
+    paths = sorted(glob.glob(os.path.join(folder, "*.prom")))
+    for gone in set(LAST) - set(paths):  # deleted at shutdown: its GPU's series end
+        del LAST[gone]
+    for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except OSError:  # rewritten or deleted between the listing and the read: the next scrape has it
-            continue
-        for line in lines:
+                text = f.read()
+        except OSError:  # deleted between the listing and the read
+            text = ""
+        served_at, served = LAST.get(path, (0.0, ""))
+        whole = text.strip() and text.endswith("\n")
+        if whole and (text.count("\n") >= served.count("\n") or time.time() - served_at > FRESH_SECONDS):
+            served_at, served = LAST[path] = (time.time(), text)
+        for line in served.splitlines():
             if line.startswith("# "):
                 if line in seen:
                     continue

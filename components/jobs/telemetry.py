@@ -20,6 +20,7 @@ VOLUME = "nccl-inspector"
 MOUNT = "/nccl-inspector"
 PLUGIN_FILE = "libnccl-profiler-inspector.so"
 PLUGIN_IN_IMAGE = f"/nccl-inspector/{PLUGIN_FILE}"  # where the stack's image must hold it
+COPY_MOUNT = "/fastpath-out"  # the shared volume in the copying container
 METRICS_DIR = f"{MOUNT}/metrics"
 PORT = 9464
 PORT_NAME = "nccl-metrics"
@@ -51,6 +52,7 @@ def init_containers(image: str) -> list[dict]:
     probe sees the copy tried (without the file NCCL runs on without the profiler). The second serves the metrics."""
     mount = {"name": VOLUME, "mountPath": MOUNT}
     resources = {"requests": dict(SMALL), "limits": dict(SMALL)}
+    # The copy sees the shared volume elsewhere: mounted at MOUNT it would hide the image's own /nccl-inspector.
     copy = (
         f'mkdir -p "$0/lib" "$0/metrics"; cp {PLUGIN_IN_IMAGE} "$0/lib/" || '
         f'echo "nccl-inspector: no {PLUGIN_IN_IMAGE} in this image: no training-time telemetry"; '
@@ -61,14 +63,14 @@ def init_containers(image: str) -> list[dict]:
             "name": "nccl-inspector-plugin",
             "image": image,
             "restartPolicy": "Always",
-            "command": ["sh", "-c", copy, MOUNT],
+            "command": ["sh", "-c", copy, COPY_MOUNT],
             "startupProbe": {
-                "exec": {"command": ["test", "-e", f"{MOUNT}/lib/.tried"]},
+                "exec": {"command": ["test", "-e", f"{COPY_MOUNT}/lib/.tried"]},
                 "periodSeconds": 1,
                 "failureThreshold": 60,
             },
             "resources": resources,
-            "volumeMounts": [mount],
+            "volumeMounts": [{**mount, "mountPath": COPY_MOUNT}],
         },
         {
             "name": "nccl-metrics",

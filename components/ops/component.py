@@ -82,6 +82,8 @@ def objects(platform: PlatformConfig) -> list[dict[str, Any]]:
                 ]
             }
         },
+        # Allowed on GPU nodes too, for a cluster that has no other (nodes.cpuNodes false).
+        "tolerations": [k8s.toleration(platform.gpu.taint_key)],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [
             {

@@ -129,14 +129,21 @@ def stuck(pod: dict, now: float, start_deadline: float, pending_deadline: float 
     return None
 
 
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
 def action(pod: dict, s: Stuck) -> Action | None:
-    """Whom to fail for a stuck pod: its v1 job, or the pod itself when a batch Job (a v2 run) owns it."""
+    """Whom to fail for a stuck pod: its v1 job, or the pod itself when it is a v2 run's (a JobSet's Job owns it,
+    and the runtime's rule fails the run on the condition). Any other batch Job's pod (a v1 PyTorch job's
+    rendezvous store) is left: failing it would only have its Job make another, stuck the same way; its job's
+    workers, stuck on the same image, fail the job."""
+    labels = pod.get("metadata", {}).get("labels") or {}
     for owner in pod.get("metadata", {}).get("ownerReferences") or []:
         if not owner.get("controller"):
             continue
         if owner.get("kind") in V1_KINDS and owner.get("apiVersion") == "kubeflow.org/v1":
             return Action("fail-job", s.namespace, owner["name"], V1_KINDS[owner["kind"]], s)
-        if owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1":
+        if owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1" and JOBSET_LABEL in labels:
             return Action("fail-pod", s.namespace, s.pod, "pods", s)
     return None
 

@@ -53,10 +53,14 @@ def values(platform: PlatformConfig) -> dict:
     if gpu.gpu_direct == "peermem":
         v["driver"]["rdma"] = {"enabled": True, **({"useHostMofed": True} if gpu.host_mofed else {})}
     v["nfd"] = {"enabled": True}  # the chart's default, pinned: the network operator relies on this NFD
-    if gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
-        # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig).
-        v["daemonsets"] = {"tolerations": k8s.gpu_tolerations(gpu.taint_key)}
-        v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE, *k8s.gpu_tolerations(gpu.taint_key)]}}
+    if gpu.taint_key != k8s.DEFAULT_GPU_TAINT or platform.health.enabled:
+        # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig);
+        # with node health the operands also tolerate the quarantine taint, or a rollout would leave a quarantined
+        # node without its driver, device plugin and DCGM (a DaemonSet makes no new pod on a node whose NoSchedule
+        # taint it does not tolerate), and it would never report healthy again.
+        tolerations = k8s.operand_tolerations(gpu.taint_key, platform.health.enabled)
+        v["daemonsets"] = {"tolerations": tolerations}
+        v["node-feature-discovery"] = {"worker": {"tolerations": [_CONTROL_PLANE, *tolerations]}}
     if platform.health.enabled:
         # NVSentinel's GPU monitor talks to a standalone DCGM hostengine (Service nvidia-dcgm, port 5555:
         # gpu-operator@v26.7.0:assets/state-dcgm/); the chart's default (false) embeds one in the exporter only.

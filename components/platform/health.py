@@ -34,15 +34,16 @@ import pulumi
 
 from components import k8s, versions
 from components.model.config import PlatformConfig
+from components.ops import component as ops
 from components.platform import gpu_operator, network_operator, trainer, training_operator, volcano
 
 NAMESPACE = "nvsentinel"  # the chart's defaults name it (janitor, node-drainer.systemNamespaces, log collector)
 COMPONENT = "health"
 CERT_MANAGER_NAMESPACE = "cert-manager"
-# The taint every quarantine rule set adds besides the cordon: no fastpath pod tolerates it (tests check every
+# The taint every quarantine rule set adds besides the cordon: no training pod tolerates it (tests check every
 # render, the policy pack checks anyone's GPU pods), so a restarted pod never lands on a quarantined node even if
-# someone uncordons it by hand.
-QUARANTINE_TAINT = {"key": "fastpath.dev/quarantined", "value": "nvsentinel", "effect": "NoSchedule"}
+# someone uncordons it by hand; the platform's DaemonSets do (k8s.operand_tolerations).
+QUARANTINE_TAINT = k8s.QUARANTINE_TAINT
 OUT_OF_SERVICE_TAINT = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 LOST_NODE_POLICY = "fastpath-node-lost"
 # DCGM's hostengine as the GPU Operator serves it (gpu-operator@v26.7.0:assets/state-dcgm/0500_service.yaml: Service
@@ -94,7 +95,7 @@ def system_namespaces() -> str:
     names = [
         "nvsentinel", "kube-system", "gpu-operator", "gmp-system", "network-operator", "skyhook",
         gpu_operator.NAMESPACE, network_operator.NAMESPACE, volcano.NAMESPACE, trainer.NAMESPACE,
-        training_operator.NAMESPACE, CERT_MANAGER_NAMESPACE,
+        training_operator.NAMESPACE, CERT_MANAGER_NAMESPACE, ops.NAMESPACE,
     ]  # fmt: skip
     return "^(" + "|".join(dict.fromkeys(names)) + ")$"
 
@@ -103,7 +104,11 @@ def lost_node_predicate(minutes: int) -> str:
     """CEL over a Node (NVS:.../kubernetes-object-monitor/pkg/cel/environment.go: `resource`, `now`): Ready has not
     been True for `minutes`. A lost node's Ready is Unknown (the kubelet stopped posting), which the chart's own
     node-not-ready policy (status "False" only) never matches."""
+    # GPU nodes only (the GPU Operator's nvidia.com/gpu.present, which the circuit breaker counts too): a lost CPU
+    # or storage node's pods are not a gang's, and its volumes must not be force-detached by a rule made for GPUs.
     return (
+        "has(resource.metadata.labels) && 'nvidia.com/gpu.present' in resource.metadata.labels && "
+        "resource.metadata.labels['nvidia.com/gpu.present'] == 'true' && "
         "resource.status.conditions.exists(c, c.type == 'Ready' && c.status != 'True' && "
         f"now - timestamp(c.lastTransitionTime) > duration('{minutes * 60}s'))"
     )

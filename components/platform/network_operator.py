@@ -153,8 +153,13 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
         # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath
         # does not install.
         spec["nvIpam"] = {**_image("nvidia-k8s-ipam", tag), "enableWebhook": False}
-    if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT:
-        spec["tolerations"] = [k8s.toleration(platform.gpu.taint_key)]
+    if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT or platform.health.enabled:
+        # With node health, the operands also tolerate the quarantine taint (k8s.QUARANTINE_TAINT says why).
+        spec["tolerations"] = [
+            t
+            for t in k8s.operand_tolerations(platform.gpu.taint_key, platform.health.enabled)
+            if t["key"] != k8s.DEFAULT_GPU_TAINT
+        ]
     # Every operand DaemonSet only on GPU nodes (network-operator@v26.4.1: each manifests/state-*/ DaemonSet
     # template renders `.NodeAffinity` beside its own nodeSelector). Multus, the CNI plugins and nv-ipam's node
     # agent otherwise run on every node, and the policy is `ready` only when every operand DaemonSet is available

@@ -73,7 +73,9 @@ def pod_monitors(platform: PlatformConfig) -> list[dict[str, Any]]:
 def rules(platform: PlatformConfig) -> dict[str, Any]:
     """The PrometheusRule: recording rules for a job's median and each rank's share of it, each rail's traffic, and
     alerts naming the slow rank (node, GPU), the slow or down rail (node, HCA) and a GPU's XID."""
-    by = f"namespace, {JOB_LABEL_OUT}, collective, message_size"
+    # Per communicator (the Inspector's comm_name): a tensor-parallel group on NVLink and a data-parallel group on
+    # the network run the same collective at very different rates, and only ranks of one communicator compare.
+    by = f"namespace, {JOB_LABEL_OUT}, comm_name, collective, message_size"
     hcas = "|".join(dict.fromkeys(r.hca for r in platform.fabric.rails)) or ".+"
     rail = f'device=~"{hcas}"'
     median = f"{JOB_LABEL_OUT}:{INSPECTOR_METRIC}:median"
@@ -89,7 +91,7 @@ def rules(platform: PlatformConfig) -> dict[str, Any]:
             ),
         },
     ]
-    node_median = f"on (instance) group_left quantile by (instance) (0.5, {tx})"
+    node_median = f"quantile by (instance) (0.5, {tx})"
     alerts = [
         {
             "alert": "FastpathNcclSlowRank",
@@ -107,7 +109,10 @@ def rules(platform: PlatformConfig) -> dict[str, Any]:
         },
         {
             "alert": "FastpathRailSlow",
-            "expr": f"({tx} < {SLOW_RAIL_RATIO} * {node_median}) and ({node_median} > {BUSY_BYTES:.0f})",
+            "expr": (
+                f"{tx} < on (instance) group_left () ({SLOW_RAIL_RATIO} * {node_median}) "
+                f"and on (instance) ({node_median} > {BUSY_BYTES:.0f})"
+            ),
             "for": FOR,
             "labels": {"severity": "warning"},
             "annotations": {

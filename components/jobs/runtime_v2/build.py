@@ -113,9 +113,10 @@ class NodeShape:
     max_restarts: int = 3
     """Gang restarts (JobSet failurePolicy.maxRestarts) before the run fails."""
     ttl_seconds_after_finished: int | None = None
+    """Delete the JobSet (pods, logs) this long after it ends; None (what fastpath's runtimes use: a failed run's
+    deleted JobSet would be created again by kubeflow-trainer v2.3.0): kept until the TrainJob is deleted."""
     nccl_inspector_image: str | None = None
     """Training-time telemetry (components/jobs/telemetry.py); None: off."""
-    """Delete the JobSet (pods, logs) this long after it ends; None: kept until the TrainJob is deleted."""
     ssh_mount_path: str = SSH_MOUNT
     """Where the trainer mounts the ssh Secret (mlPolicy.mpi.sshAuthMountPath): root's ~/.ssh, the user MPI pods
     run as."""
