@@ -64,7 +64,8 @@ def check(root: yaml.Node) -> None:
         memo[key] = n
         if n > MAX_NODES:
             raise Refused(
-                f"YAML aliases or merge keys expand this document to more than {MAX_NODES:,} values: write the values out",
+                f"YAML aliases or merge keys expand this document to more than {MAX_NODES:,} values: write the "
+                "values out",
                 node,
             )
         return n
