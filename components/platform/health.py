@@ -20,7 +20,10 @@ registers v1.19.0; `NVS:` below; tests/nvsentinel_v119.py restates the rules and
 4. A lost node: the node lifecycle controller's NoExecute taint evicts its pods after 300 s, but no kubelet
    confirms, so they stay Terminating and hold the run. After lostNodeMinutes the lost-node rule set taints it
    `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`, and the pod GC force-deletes them
-   (kubernetes/kubernetes pkg/controller/podgc gcTerminating; tests/jobset_v012.py pod_gc_ends).
+   (kubernetes/kubernetes pkg/controller/podgc gcTerminating; tests/jobset_v012.py pod_gc_ends). Only GPU nodes,
+   and only on a first quarantine: fault-quarantine applies taints when it quarantines a node, not for a later
+   event on a node already quarantined (NVS:fault-quarantine/pkg/reconciler/reconciler.go
+   handleUnhealthyEventOnQuarantinedNode), so a node a GPU fault quarantined just before it hung is left to a person.
 5. With remediation `reboot`, fault-remediation asks the janitor to reboot the drained node; when every monitor
    reports it healthy again, fault-quarantine lifts the cordon and taints.
 """
