@@ -206,7 +206,8 @@ def test_mpi_launcher_forwards_every_pod_variable():
     assert wrapper[:2] == ["sh", "-c"] and wrapper[2] == LAUNCHER and wrapper[3] == "launcher"
     cmd = wrapper[4:]  # "$@": mpirun with exactly these arguments once every worker takes an exec
     assert cmd[:4] == ["mpirun", "--allow-run-as-root", "-np", "32"]
-    forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
+    # NAME (the launcher's value) or NAME=value (the Inspector's: a v1 launcher has none of its own).
+    forwarded = [cmd[i + 1].split("=", 1)[0] for i, a in enumerate(cmd) if a == "-x"]
     worker_env = [e["name"] for e in m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]]
     assert set(worker_env) <= set(forwarded)
     assert {"HF_TOKEN", "MY_FLAG", "NCCL_IB_HCA", "PATH", "LD_LIBRARY_PATH"} <= set(forwarded)

@@ -19,7 +19,7 @@ import time
 LAST: dict[str, tuple[float, str]] = {}
 # A rewrite shorter than what was served is taken as mid-write unless the served one is this old (3 dumps): a job's
 # set of series may shrink, a rewrite never takes that long.
-FRESH_SECONDS = 90.0
+FRESH_SECONDS = 90
 
 
 def collect(folder: str) -> bytes:
