@@ -63,13 +63,16 @@ def generate() -> str:
         "Generated from `components/model/config.py` and `components/model/job.py` by `python -m tools.gendocs`; "
         "do not edit by hand.",
         "",
-        "A stack file `stacks/Pulumi.<stack>.yaml` sets up to three keys: `fastpath:platform`, one "
+        "A stack file `stacks/Pulumi.<stack>.yaml` sets up to four keys: `fastpath:platform`, one "
         "[PlatformConfig](#platformconfig) describing the cluster; `fastpath:jobs`, a list of "
-        "[JobSpec](#jobspec) (may be absent); and `fastpath:acknowledge` (may be absent), a map from a change id, "
+        "[JobSpec](#jobspec) (may be absent); `fastpath:acknowledge` (may be absent), a map from a change id, "
         "as `pulumi preview`, `make render` or `make diff` print it, to the class it was told as (`disruptive` or "
         "`destructive`) and that change's fingerprint, for example `fabric.sriov: disruptive 894a875d`: without it "
-        "an update that drains, reboots or deletes what runs stops before it starts (docs/architecture.md, Day 2). "
-        "Unknown keys are refused.",
+        "an update that drains, reboots or deletes what runs stops before it starts (docs/architecture.md, Day 2); "
+        "and `fastpath:existing` (may be absent), the objects jobs use that the stack does not make, as "
+        "`{secrets: [namespace/name], claims: [namespace/name]}`: a job naming a Secret (secretEnv) or claim "
+        "(datasets) not listed there is refused, and on a real cluster each listed one is read first, so a preview "
+        "fails while it is missing. Unknown keys are refused.",
         "",
     ]
     seen: list[type[BaseModel]] = []
