@@ -86,6 +86,18 @@ SYNTAX = [
     ("mount-shm", {}, {"datasets": [{"claim": "c", "mountPath": "/dev/shm"}]}, "collides with /dev/shm"),
     ("mount-ckpt", {}, {"datasets": [{"claim": "c", "mountPath": "/checkpoints/x"}]}, "the checkpoint claim"),
     ("mount-nested", {}, {"datasets": [{"claim": "a", "mountPath": "/data"}, {"claim": "b", "mountPath": "/data/b"}]}, "datasets[1].mountPath /data/b and datasets[0].mountPath /data overlap"),
+    # Values that render but cannot work: refused with the general rule behind them.
+    ("pod-interface-empty", {"fabric.podInterface": ""}, {}, "fabric.podInterface: '' is not a Linux interface name"),
+    ("pod-interface-exact", {"fabric.podInterface": "=eth0"}, {}, "give the bare interface name; fastpath writes NCCL_SOCKET_IFNAME's `=` itself"),
+    ("pod-interface-space", {"fabric.podInterface": "eth 0"}, {}, "'eth 0' is not a Linux interface name (no '/', ':' or whitespace)"),
+    ("pod-interface-long", {"fabric.podInterface": "enp1s0f0np0-extra"}, {}, "(1 to 15 characters)"),
+    ("image-LATEST", {}, {"image": "nvcr.io/nvidia/pytorch:LATEST"}, "uses `latest`"),
+    (
+        "queue-cap-partial",
+        {"scheduler.queues": [{"name": "training", "gpus": 6}]},
+        {},
+        "scheduler.queues[0].gpus 6 is not a multiple of gpu.perNode 4: whole-node gangs can never use the last 2; give 4 or 8",
+    ),
 ]
 
 
@@ -193,3 +205,20 @@ def test_a_documented_override_renders_lint_clean_or_is_refused(pchanges, jchang
         return
     run = render.run_program("prod-roce", extra_config={"fastpath:platform": p, "fastpath:jobs": jobs})
     assert [v for v in lint(render.manifests(run)) if v.level == "mandatory"] == []
+
+
+# (id, a rail of prod-ib changed, needle): one rail is one HCA and one netdev, each named as the host names it.
+RAILS = [
+    ("two-hcas", {"hca": "mlx5_0,mlx5_1"}, "fabric.rails[0]: Value error, hca: 'mlx5_0,mlx5_1' is not one RDMA device name"),
+    ("hca-is-netdev", {"hca": "ibp24s0", "interface": "ibp24s0"}, "hca 'ibp24s0' is the rail's interface too"),
+    ("interface-colon", {"interface": "ibp24s0:1"}, "interface: 'ibp24s0:1' is not a Linux interface name"),
+]
+
+
+@pytest.mark.parametrize(("change", "needle"), [r[1:] for r in RAILS], ids=[r[0] for r in RAILS])
+def test_a_rail_that_names_no_single_device_is_refused(change, needle):
+    p = copy.deepcopy(stack_platform("prod-ib"))
+    p["fabric"]["rails"][0] = {**p["fabric"]["rails"][0], **change}
+    with pytest.raises(ConfigError) as err:
+        parse({"platform": p}, "stacks/Pulumi.prod-ib.yaml")
+    assert needle.replace("Value error, ", "") in str(err.value), str(err.value)

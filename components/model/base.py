@@ -69,6 +69,31 @@ def image_problem(image: str) -> str | None:
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         return f"image {shown} has no tag: pin a version tag or an @sha256 digest"
-    if last.rsplit(":", 1)[1] == "latest":
+    if last.rsplit(":", 1)[1].lower() == "latest":  # a registry matches tags as written: LATEST is latest too
         return f"image {shown} uses `latest`: pin a version tag or an @sha256 digest"
+    return None
+
+
+def interface_problem(name: str) -> str | None:
+    """Why `name` cannot be a Linux network interface name (kernel net/core/dev.c dev_valid_name: 1-15 bytes, not
+    `.` or `..`, no `/`, `:` or whitespace), or, for NCCL_SOCKET_IFNAME, starts with the `=`/`^` NCCL reads as
+    exact-match and exclude prefixes (fastpath writes the `=` itself)."""
+    shown = k8s_syntax.short(name)
+    if not name or len(name.encode()) > 15:
+        return f"{shown} is not a Linux interface name (1 to 15 characters)"
+    if name in (".", "..") or any(ch in "/:" or ch.isspace() for ch in name):
+        return f"{shown} is not a Linux interface name (no '/', ':' or whitespace)"
+    if name[0] in "=^":
+        return f"{shown}: give the bare interface name; fastpath writes NCCL_SOCKET_IFNAME's `=` itself"
+    return None
+
+
+def rdma_device_problem(name: str) -> str | None:
+    """Why `name` cannot be one RDMA device (an ibdev: /sys/class/infiniband/<name>), as NCCL_IB_HCA lists them."""
+    shown = k8s_syntax.short(name)
+    if any(ch in ",:=^/" or ch.isspace() for ch in name):
+        return (
+            f"{shown} is not one RDMA device name (no ',', ':', '=', '^', '/' or spaces): one rail is one HCA, "
+            "as `ibdev2netdev` prints it (mlx5_0); list each rail on its own"
+        )
     return None

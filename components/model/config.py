@@ -26,7 +26,18 @@ from pydantic import Field, field_validator, model_validator
 
 from components import k8s_syntax, versions
 from components.fabric import addressing, kinds, nccl
-from components.model.base import DnsLabel, DnsName, JobApi, LabelValue, Model, NoSpace, QualifiedName, image_problem
+from components.model.base import (
+    DnsLabel,
+    DnsName,
+    JobApi,
+    LabelValue,
+    Model,
+    NoSpace,
+    QualifiedName,
+    image_problem,
+    interface_problem,
+    rdma_device_problem,
+)
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
@@ -143,6 +154,20 @@ class RailConfig(Model):
     speed_gbps: Annotated[int, Field(gt=0)]
     """Link speed of the rail in Gb/s (400 for NDR / 400GbE); sets the expected bandwidth. Required."""
 
+    @model_validator(mode="after")
+    def _names(self) -> RailConfig:
+        problems = [f"hca: {p}"] if (p := rdma_device_problem(self.hca)) else []
+        if self.interface is not None and (p := interface_problem(self.interface)):
+            problems.append(f"interface: {p}")
+        if self.interface is not None and self.interface == self.hca:
+            problems.append(
+                f"hca {self.hca!r} is the rail's interface too: hca is the RDMA device (mlx5_0), interface the netdev "
+                "(ibp24s0); `ibdev2netdev` prints both"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @field_validator("subnet", mode="before")
     @classmethod
     def _network_address(cls, v: object) -> object:
@@ -196,6 +221,13 @@ class FabricConfig(Model):
     nccl_overrides: dict[str, str | int | bool] = {}
     """Extra NCCL variables for every training pod on this cluster (e.g. NCCL_IB_TC for RoCE QoS). Each name
     must be one NCCL reads; integer variables take integers. They win over the derived values."""
+
+    @field_validator("pod_interface")
+    @classmethod
+    def _pod_interface(cls, v: str) -> str:
+        if (p := interface_problem(v)) is not None:
+            raise ValueError(p)
+        return v
 
     @field_validator("nccl_overrides")
     @classmethod
@@ -735,6 +767,13 @@ class PlatformConfig(Model):
                 raise ValueError(
                     f"scheduler.queues[{i}].gpus is {q.gpus} but the cluster has {capacity} GPUs "
                     f"(nodes.count {self.nodes.count} x gpu.perNode {self.gpu.per_node})"
+                )
+            if q.gpus is not None and q.gpus % self.gpu.per_node:
+                whole = q.gpus - q.gpus % self.gpu.per_node
+                raise ValueError(
+                    f"scheduler.queues[{i}].gpus {q.gpus} is not a multiple of gpu.perNode {self.gpu.per_node}: "
+                    f"whole-node gangs can never use the last {q.gpus % self.gpu.per_node}; give {whole} or "
+                    f"{whole + self.gpu.per_node}"
                 )
         if self.components.checkpoint_storage and self.checkpoints is None:
             raise ValueError(
