@@ -126,3 +126,16 @@ def test_requirements_are_exact_pins_split_between_render_and_test():
     assert len(names) == len(set(names)), "a package is pinned in both files"
     assert {"pulumi", "pulumi-kubernetes", "pydantic", "pyyaml"} == {p.split("==")[0].lower() for p in render_pins}
     assert "torch" in {p.split("==")[0] for p in test_pins}
+
+
+def test_a_render_the_policy_pack_refuses_exits_non_zero(tmp_path, capsys, monkeypatch):
+    """The render is written (SUMMARY.md lists the findings) but `make render` fails: CrossGuard would refuse the
+    same objects at `pulumi preview`."""
+    from policies.engine import Violation  # noqa: PLC0415
+
+    found = Violation("shm-size", "mandatory", "PyTorchJob", "training", "example-train", "/dev/shm is 64 MiB")
+    monkeypatch.setattr("tools.lint.lint", lambda objs: [found])  # render imports it when it renders
+    code = render.main(["--stack", "dev", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and "1 mandatory policy violation(s)" in err and "stacks/Pulumi.dev.yaml" in err
+    assert "/dev/shm is 64 MiB" in (tmp_path / "out" / "SUMMARY.md").read_text()

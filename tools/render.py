@@ -674,6 +674,15 @@ def _main(args: argparse.Namespace) -> int:
     for name, text in files.items():
         (out / name).write_text(text)
     print(at_a_glance(rendered, out))
+    mandatory = [v for v in rendered.violations if v.level == "mandatory"]
+    if mandatory:
+        # Written anyway (SUMMARY.md shows every finding), but not a render to apply: the pack would refuse it.
+        print(
+            f"{_rel(STACKS / f'Pulumi.{args.stack}.yaml')}: the render has {len(mandatory)} mandatory policy "
+            "violation(s) (SUMMARY.md lists them): `pulumi preview --policy-pack policies` would refuse it",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
