@@ -222,3 +222,19 @@ def test_a_rail_that_names_no_single_device_is_refused(change, needle):
     with pytest.raises(ConfigError) as err:
         parse({"platform": p}, "stacks/Pulumi.prod-ib.yaml")
     assert needle.replace("Value error, ", "") in str(err.value), str(err.value)
+
+
+# (id, platform changes, job changes, needle): a misspelt key names the key it is nearest to.
+TYPOS = [
+    ("platform-top", {"helth": {"enabled": True}}, {}, "fastpath:platform.helth: unknown key: did you mean `health`?"),
+    ("platform-nested", {"fabric.podInterfce": "eth0"}, {}, "fastpath:platform.fabric.podInterfce: unknown key: did you mean `podInterface`?"),
+    ("job", {}, {"gpusPerNod": 2}, "fastpath:jobs[0].gpusPerNod: unknown key: did you mean `gpusPerNode`?"),
+    ("nothing-near", {"zzzz": 1}, {}, "fastpath:platform.zzzz: unknown key: check its spelling against docs/config.md"),
+]
+
+
+@pytest.mark.parametrize(("pchanges", "jchanges", "needle"), [t[1:] for t in TYPOS], ids=[t[0] for t in TYPOS])
+def test_a_misspelt_key_names_the_nearest_one(pchanges, jchanges, needle):
+    with pytest.raises(ConfigError) as err:
+        parse({"platform": platform(**pchanges), "jobs": [{**GOOD_JOB, **jchanges}]}, "stacks/Pulumi.dev.yaml")
+    assert needle in str(err.value), str(err.value)

@@ -8,11 +8,12 @@ that knows both, so neither imports the other's side.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from components import k8s_syntax
 from components.jobs import acceptance, checks
@@ -63,14 +64,47 @@ def _loc(prefix: str, loc: tuple) -> str:
     return out
 
 
-def _problems(err: ValidationError, prefix: str) -> list[str]:
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model whose keys sit at `loc` under `model` (through lists, dicts and optional fields), or None."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            continue  # a list index: the item type is already current
+        by_alias = {f.alias or n: f for n, f in current.model_fields.items()}
+        field = by_alias.get(part) or current.model_fields.get(part)
+        if field is None:
+            return None
+        current = next(
+            (t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)), None
+        )
+        if current is None:
+            return None
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    args = get_args(annotation)
+    return [t for a in args for t in _flatten(a)] if args else [annotation]
+
+
+def _suggest(model: type[BaseModel] | None, loc: tuple) -> str:
+    """`did you mean X?` for an unknown key close to a known one (docs/config.md otherwise)."""
+    within = _model_at(model, loc[:-1]) if model is not None else None
+    if within is not None and isinstance(loc[-1], str):
+        keys = [f.alias or n for n, f in within.model_fields.items()]
+        if close := difflib.get_close_matches(loc[-1], keys, n=1, cutoff=0.6):
+            return f"unknown key: did you mean `{close[0]}`?"
+    return "unknown key: check its spelling against docs/config.md"
+
+
+def _problems(err: ValidationError, prefix: str, model: type[BaseModel] | None = None) -> list[str]:
     problems = []
     for e in err.errors():
         # Pydantic appends the failing member's type name to unions' locations; it means nothing to a user.
         loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int", "bool"))))
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key: check its spelling against docs/config.md"
+            msg = _suggest(model, loc)
         problems.append(f"{_loc(prefix, loc)}: {msg}")
     return problems
 
@@ -95,7 +129,7 @@ def parse(raw: dict[str, Any], source: str) -> StackConfig:
     try:
         platform = PlatformConfig.model_validate(raw["platform"])
     except ValidationError as err:
-        raise ConfigError(source, _problems(err, f"{NAMESPACE}:platform")) from None
+        raise ConfigError(source, _problems(err, f"{NAMESPACE}:platform", PlatformConfig)) from None
     jobs = raw.get("jobs") or []
     if not isinstance(jobs, list):
         raise ConfigError(source, [f"{NAMESPACE}:jobs: must be a list of jobs"])
@@ -154,7 +188,7 @@ def validate_jobs(jobs: list, platform: PlatformConfig, source: str) -> list[Job
         try:
             job = JobSpec.model_validate(raw)
         except ValidationError as err:
-            problems += _problems(err, prefix)
+            problems += _problems(err, prefix, JobSpec)
             continue
         problems += [f"{prefix}.{key}: {msg}" for key, msg in checks.problems(job, prof)]
         out.append(job)
