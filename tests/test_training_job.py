@@ -293,7 +293,7 @@ BAD = [
     ({"command": ["accelerate", "launch", "train.py"]}, "command: starts accelerate launch"),
     ({"framework": "mpi", "command": ["mpirun", "-np", "8", "python", "t.py"]}, "launches the command itself with mpirun over every GPU"),
     ({"framework": "tensorflow", "maxRestarts": 2}, "maxRestarts: tensorflow workers cannot re-form"),
-    ({"files": {"train.py": "examples/nope.py"}}, "files.train.py: examples/nope.py is not a file"),
+    ({"files": {"config.yaml": "examples/nope.py"}}, "files.config.yaml: examples/nope.py is not a file"),
     ({"nodes": None, "elastic": {"minNodes": 1, "maxNodes": 2, "maxRestarts": 5}}, "elastic.maxRestarts moved"),
 ]
 

@@ -199,9 +199,23 @@ class JobSpec(Model):
         if clash:
             problems.append(f"{', '.join(clash)} set both in secretEnv and env: keep one")
         problems += self._mount_problems()
+        problems += self._relative_files()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _relative_files(self) -> list[str]:
+        """A command naming a shipped file by its bare name would run in the image's working directory, where the
+        file is not: every worker would fail with "can't open file"."""
+        out = []
+        for arg in self.command:
+            name = arg.removeprefix("./")
+            if name in self.files and not arg.startswith("/"):
+                out.append(
+                    f"command names {arg}, which files ships to /workspace/files/{name}; the pods run in the image's "
+                    f"working directory: write /workspace/files/{name}"
+                )
+        return out
 
     def _mount_problems(self) -> list[str]:
         """A dataset mounted on a path fastpath mounts (or inside one, or around one) would hide it or be hidden:
