@@ -35,3 +35,16 @@ def test_readme_describes_every_stack():
     table = readme.split("## Stacks", 1)[1].split("\n## ", 1)[0]
     described = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
     assert described == set(render.stack_names()), "README.md ## Stacks: one row per stacks/Pulumi.<stack>.yaml"
+
+
+def test_the_readmes_offline_python_example_runs_as_written():
+    """README's offline route from a stack file to a job's manifest, executed as printed."""
+    import re  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "profile_of_stack_file" in b]
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
+    job = scope["job"]
+    assert job["kind"] == "PyTorchJob" and job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4

@@ -92,7 +92,12 @@ SYNTAX = [
     ("pod-interface-space", {"fabric.podInterface": "eth 0"}, {}, "'eth 0' is not a Linux interface name (no '/', ':' or whitespace)"),
     ("pod-interface-long", {"fabric.podInterface": "enp1s0f0np0-extra"}, {}, "(1 to 15 characters)"),
     ("image-LATEST", {}, {"image": "nvcr.io/nvidia/pytorch:LATEST"}, "uses `latest`"),
-    ("files-relative", {}, {"files": {"t.py": "examples/train.py"}}, "command names t.py, which files ships to /workspace/files/t.py; the pods run in the image's working directory: write /workspace/files/t.py"),
+    (
+        "files-relative",
+        {},
+        {"files": {"t.py": "examples/train.py"}},
+        "command names t.py, which files ships to /workspace/files/t.py; the pods run in the image's working directory: write /workspace/files/t.py",
+    ),
     (
         "queue-cap-partial",
         {"scheduler.queues": [{"name": "training", "gpus": 6}]},

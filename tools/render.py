@@ -29,6 +29,9 @@ import yaml
 
 from components.impact import ack, preview
 from components.impact.model import Impact, impact
+from components.model import stack as stack_model
+from components.model.profile import Profile
+from components.model.profile import profile as make_profile
 from tools import mocks, yamlsafe
 from tools.mocks import Registration, Run
 
@@ -126,6 +129,15 @@ def load_stack_file(path: Path) -> tuple[dict[str, str], list[str]]:
             secrets.append(key)
         config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return config, secrets
+
+
+def profile_of_stack_file(path: Path) -> Profile:
+    """The profile a stack file's platform gives its jobs, offline (no Pulumi engine, no cluster): what
+    `from_stack` reads from a deployed stack, for a TrainingJob built in another program or a notebook. Raises
+    RenderError or ConfigError naming the file and the key."""
+    config, _ = load_stack_file(path)
+    raw = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if k.startswith("fastpath:")}
+    return make_profile(stack_model.parse(raw, _rel(path)).platform)
 
 
 def plain(value: Any, where: str, source: Path) -> Any:
