@@ -137,7 +137,7 @@ def profile_of_stack_file(path: Path) -> Profile:
     RenderError or ConfigError naming the file and the key."""
     config, _ = load_stack_file(path)
     raw = {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if k.startswith("fastpath:")}
-    return make_profile(stack_model.parse(raw, _rel(path)).platform)
+    return make_profile(stack_model.parse(raw, str(_rel(path))).platform)
 
 
 def plain(value: Any, where: str, source: Path) -> Any:
