@@ -103,4 +103,3 @@ CERT_MANAGER_VERSION = "v1.19.0"
 # The platform's own small programs (the reaper, the nccl-metrics sidecar) need a Python 3.10+ interpreter and
 # nothing else.
 OPS_PYTHON_IMAGE = "docker.io/library/python:3.13.7-slim-bookworm"
-REAPER_IMAGE = OPS_PYTHON_IMAGE

@@ -70,3 +70,16 @@ def stack_input(kind: str, attachment: str | None, **fabric_extra) -> dict:
     if not row.rails:
         p["checkpoints"]["nfs"]["rdma"] = False  # NFS over RDMA rides the rails
     return p
+
+
+def stack_raw(name: str) -> dict:
+    """A committed stack file's `fastpath:*` keys (platform, jobs, acknowledge, existing), read as the program
+    reads them (tools/render.py)."""
+    from components.model import stack  # noqa: PLC0415
+    from tools import render  # noqa: PLC0415
+
+    config, _ = render.load_stack_config(name)
+    raw = {k.split(":", 1)[1]: stack.decode(v) for k, v in config.items() if k.startswith("fastpath:")}
+    raw.setdefault("jobs", [])
+    assert raw["platform"] == stack_platform(name)  # the program's reading and the plain YAML agree
+    return raw

@@ -3,22 +3,13 @@ is refused before anything is registered (its pods would sit in CreateContainerC
 holding their gang's GPUs); a declared one is read through the provider before the job, so on a real cluster a
 preview fails while it is missing."""
 
-import copy
-
 import pytest
 
 from components.model import stack
 from components.model.config import ConfigError
-from tools.render import ROOT, load_stack_file
+from tests.helpers import stack_raw
 
 SOURCE = "stacks/Pulumi.prod-ib.yaml"
-
-
-def raw_prod_ib() -> dict:
-    import json  # noqa: PLC0415
-
-    config, _ = load_stack_file(ROOT / SOURCE)
-    return {k.split(":", 1)[1]: json.loads(v) for k, v in config.items() if k.startswith("fastpath:")}
 
 
 # (id, edit of the raw stack config, the key path and words the refusal must carry)
@@ -33,7 +24,7 @@ BAD = [
 
 @pytest.mark.parametrize(("edit", "needle"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_a_job_naming_an_object_nobody_declared_is_refused_with_the_fix(edit, needle):
-    raw = copy.deepcopy(raw_prod_ib())
+    raw = stack_raw("prod-ib")
     edit(raw)
     with pytest.raises(ConfigError) as err:
         stack.parse(raw, SOURCE)

@@ -13,21 +13,12 @@ from hypothesis import strategies as st
 
 from components.model.config import ConfigError
 from components.model.stack import parse
-from tests.conftest import STACKS, schema_problems, stack_platform
+from tests.conftest import STACKS, schema_problems
+from tests.helpers import stack_raw
 from tools import render, upstream
 
 EXAMPLES = int(os.environ.get("FASTPATH_FUZZ_EXAMPLES", "12"))
 RANDOM = bool(os.environ.get("FASTPATH_FUZZ_EXAMPLES"))
-
-
-def stack_raw(stack: str) -> dict:
-    cfg, _ = render.load_stack_config(stack)
-    import json
-
-    raw = {k.split(":", 1)[1]: json.loads(v) for k, v in cfg.items() if k.startswith("fastpath:")}
-    raw.setdefault("jobs", [])
-    assert raw["platform"] == stack_platform(stack)
-    return raw
 
 
 def paths(node, prefix=()):

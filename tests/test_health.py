@@ -14,6 +14,7 @@ from policies.podspecs import extract
 from tests import jobset_v012 as js
 from tests import nvsentinel_v119 as nvs
 from tests import operator_v1 as op
+from tests.conftest import stack_platform
 
 PROD = ["prod-ib", "prod-roce", "prod-v2"]
 NODE = {"metadata": {"name": "gpu-07", "labels": {"nvidia.com/gpu.present": "true"}}}
@@ -76,18 +77,6 @@ def test_training_pods_are_evicted_at_once_and_platform_pods_are_not(rendered, s
     for ns in ("gpu-operator", "nvidia-network-operator", "volcano-system", "kubeflow", "kubeflow-system", "nvsentinel", "cert-manager", "kube-system", "fastpath-system"):
         assert nvs.drain_mode(nd, ns) is None, ns
     assert nvs.drain_mode(nd, "someone-elses") == "AllowCompletion"
-
-
-def stack_platform(stack: str) -> dict:
-    from tools.render import (
-        ROOT,  # noqa: PLC0415
-        load_stack_file,  # noqa: PLC0415
-    )
-
-    config, _ = load_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
-    import json  # noqa: PLC0415
-
-    return json.loads(config["fastpath:platform"])
 
 
 @pytest.mark.parametrize("job", ["llama-pretrain", "ds-moe"])

@@ -18,14 +18,8 @@ from components.impact.model import CLASSES, UPSTREAM, impact
 from components.impact.state import canonical, snapshot
 from components.model import stack
 from tests.conftest import ROOT
-from tests.helpers import DROP, changed
+from tests.helpers import DROP, changed, stack_raw
 from tools import render
-
-
-def stack_raw(name: str) -> dict:
-    """A committed stack file's `fastpath:*` keys, read as the program reads them (tools/render.py)."""
-    config, _ = render.load_stack_config(name)
-    return {k.split(":", 1)[1]: stack.decode(v) for k, v in config.items() if k.startswith("fastpath:")}
 
 
 def state_of(raw: dict) -> dict:

@@ -14,6 +14,7 @@ from components.model.config import PlatformConfig, ReaperConfig
 from components.ops import component, reaper
 from tests import jobset_v012 as js
 from tests import operator_v1 as op
+from tests.conftest import stack_platform
 
 T0 = reaper.parse_time("2026-11-25T03:00:00Z")
 assert T0 is not None
@@ -197,12 +198,7 @@ def test_the_deployment_runs_the_stacks_deadlines(rendered):
 
 
 def test_a_stack_can_turn_it_off_or_set_a_pending_deadline(rendered):
-    import json  # noqa: PLC0415
-
-    from tools.render import ROOT, load_stack_file  # noqa: PLC0415
-
-    config, _ = load_stack_file(ROOT / "stacks" / "Pulumi.prod-ib.yaml")
-    base = json.loads(config["fastpath:platform"])
+    base = stack_platform("prod-ib")
     assert component.objects(PlatformConfig.model_validate({**base, "reaper": {"enabled": False}})) == []
     objs = component.objects(PlatformConfig.model_validate({**base, "reaper": {"pendingDeadlineMinutes": 120}}))
     dep = next(o for o in objs if o["kind"] == "Deployment")

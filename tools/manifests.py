@@ -24,13 +24,11 @@ import yaml
 from tools import yamlsafe
 
 # libyaml's loader where PyYAML has it: rendered stacks and CRDs are megabytes of YAML.
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOADER = yamlsafe.LOADER
 # A document marker (`---`, `...`) at column 0 ends a document wherever it stands, even inside a quoted scalar
 # (YAML 1.2 section 9.1.4), so splitting on them finds the same documents the parser would.
 MARKER = re.compile(r"^(---|\.\.\.)(?=[ \t\r\n]|$)", re.M)
 TEMPLATE = re.compile(r"\{\{-?\s*[^}]*\}\}")
-MAX_VALUES = 1_000_000  # values a document may expand to through aliases (a Kubernetes object has thousands)
-MAX_DEPTH = 100  # nesting the rules and normalize() will walk (a pod template sits under 10 levels)
 
 
 @dataclass(frozen=True)
@@ -99,42 +97,24 @@ def _chunks(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _shape_problem(doc: object, whole: list[tuple[Any, Any]]) -> str | None:
-    """Why a parsed document cannot be walked safely: an alias cycle, an alias bomb, absurd nesting. On the way,
-    where each whole-number float sits goes into `whole`, as (mapping or list, key or index)."""
-    memo: dict[int, int] = {}
-    stack: set[int] = set()
-
-    def size(x: dict | list, depth: int) -> int:
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels: not a Kubernetes object")
-        key = id(x)
-        if key in memo:
-            return memo[key]
-        if key in stack:
-            raise ValueError("a YAML alias refers to a node that contains it (a cycle): write the value out")
-        stack.add(key)
-        # Keys count one each: YAML mapping keys are hashable, so never a mapping or a list.
-        n, pairs = (1 + len(x), x.items()) if isinstance(x, dict) else (1, enumerate(x))
-        for at, v in pairs:
+def _whole_floats(doc: object) -> list[tuple[Any, Any]]:
+    """Where each whole-number float sits in a parsed document, as (mapping or list, key or index). The document
+    is bounded already (tools/yamlsafe.py refused bombs, cycles and deep nesting before it was built); a node an
+    alias shares is visited once."""
+    whole: list[tuple[Any, Any]] = []
+    seen: set[int] = set()
+    stack = [doc] if isinstance(doc, dict | list) else []
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        for at, v in x.items() if isinstance(x, dict) else enumerate(x):
             if isinstance(v, dict | list):
-                n += size(v, depth + 1)
-                continue
-            n += 1
-            if type(v) is float and v.is_integer():
+                stack.append(v)
+            elif type(v) is float and v.is_integer():
                 whole.append((x, at))
-        stack.discard(key)
-        memo[key] = n
-        if n > MAX_VALUES:
-            raise ValueError(f"YAML aliases expand it to more than {MAX_VALUES:,} values: not a Kubernetes object")
-        return n
-
-    try:
-        if isinstance(doc, dict | list):
-            size(doc, 0)
-    except ValueError as err:
-        return str(err)
-    return None
+    return whole
 
 
 def _objects(
@@ -192,10 +172,7 @@ def _parse(
         refused = isinstance(err, yamlsafe.Refused)  # valid YAML, but not to be built: says why itself
         yield Unreadable(file, number, at_line, problem if refused else f"not valid YAML: {problem}")
         return
-    whole: list[tuple[Any, Any]] = []
-    if (why := _shape_problem(doc, whole)) is not None:
-        yield Unreadable(file, number, line, why)
-        return
+    whole = _whole_floats(doc) if plain else []
     found = list(_objects(doc, file, number, line))  # a problem names a value as the document wrote it
     for node, at in whole if plain else ():
         node[at] = int(node[at])

@@ -61,7 +61,6 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         preflight_key=pf.key if pf else "preflight.sh",
         preflight_env=pod_preflight_env(profile, wiring, gpus, shm),
         max_restarts=trainer.max_restarts,
-        ttl_seconds_after_finished=trainer.ttl_seconds_after_finished,
         pod_annotations=primary_interface(profile),
         nccl_inspector_image=profile.nccl_inspector_image,
     )

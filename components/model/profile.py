@@ -114,7 +114,6 @@ class TrainerProfile:
     image: str
     mpi_image: str | None  # None: no MPI runtime
     max_restarts: int
-    ttl_seconds_after_finished: int | None
 
     @property
     def frameworks(self) -> tuple[str, ...]:
@@ -224,11 +223,7 @@ class Profile:
             preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
             # Profiles exported before Trainer v2 existed name no job API: they served v1 only.
             job_apis=tuple(d.get("jobApis") or ("v1",)),
-            trainer=(
-                TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"], tr.get("ttlSecondsAfterFinished"))
-                if tr
-                else None
-            ),
+            trainer=(TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"]) if tr else None),
             nccl_inspector_image=d.get("ncclInspectorImage"),
             lost_node_seconds=d.get("lostNodeSeconds"),
         )
@@ -256,7 +251,7 @@ def profile(platform: PlatformConfig) -> Profile:
         preflight=(PreflightProfile(PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY) if platform.fabric.kind_row.rdma else None),
         job_apis=platform.job_apis,
         trainer=(
-            TrainerProfile(t.image, t.mpi_image, t.max_restarts, t.ttl_seconds_after_finished)
+            TrainerProfile(t.image, t.mpi_image, t.max_restarts)
             if "v2" in platform.job_apis and (t := platform.trainer_settings)
             else None
         ),

@@ -88,7 +88,7 @@ def objects(platform: PlatformConfig) -> list[dict[str, Any]]:
         "containers": [
             {
                 "name": "reaper",
-                "image": versions.REAPER_IMAGE,
+                "image": versions.OPS_PYTHON_IMAGE,
                 "command": ["python3", "-u", "/reaper/reaper.py"],
                 "env": [{"name": k, "value": v} for k, v in env(platform).items()],
                 "resources": {"requests": dict(small), "limits": dict(small)},
@@ -131,7 +131,7 @@ class Reaper(pulumi.ComponentResource):
     training job whose pods cannot start within `fastpath:platform.reaper.startDeadlineMinutes` (a bad image, a
     missing Secret, ConfigMap or claim), so its gang frees its GPUs, with the reason in the job's status.
 
-    Needs: the training namespaces; Python 3.10+ in versions.REAPER_IMAGE.
+    Needs: the training namespaces; Python 3.10+ in versions.OPS_PYTHON_IMAGE.
 
     Example:
         Reaper("reaper", ReaperArgs(platform=cfg.platform, after=namespaces), opts=pulumi.ResourceOptions(parent=p))

@@ -112,9 +112,6 @@ class NodeShape:
     """What the preflight checks (PREFLIGHT_GPUS, PREFLIGHT_RDMA_DEVICES, ...), as components.jobs.pod.preflight_env."""
     max_restarts: int = 3
     """Gang restarts (JobSet failurePolicy.maxRestarts) before the run fails."""
-    ttl_seconds_after_finished: int | None = None
-    """Delete the JobSet (pods, logs) this long after it ends; None (what fastpath's runtimes use: a failed run's
-    deleted JobSet would be created again by kubeflow-trainer v2.3.0): kept until the TrainJob is deleted."""
     nccl_inspector_image: str | None = None
     """Training-time telemetry (components/jobs/telemetry.py); None: off."""
     ssh_mount_path: str = SSH_MOUNT
@@ -429,8 +426,8 @@ def cluster_training_runtime(
     if node.scheduler == "volcano":
         spec["podGroupPolicy"] = {"volcano": {}}
     template_spec["failurePolicy"] = _failure_policy(fatal, node.max_restarts)
-    if node.ttl_seconds_after_finished is not None:
-        template_spec["ttlSecondsAfterFinished"] = node.ttl_seconds_after_finished
+    # No ttlSecondsAfterFinished: kubeflow-trainer v2.3.0 creates a failed run's deleted JobSet again (config.py
+    # TrainerConfig refuses one), so a finished run keeps its JobSet until its TrainJob is deleted.
     template: dict = {}
     if node.queue and node.scheduler == "volcano":
         template["metadata"] = {"annotations": {QUEUE_ANNOTATION: node.queue}}
