@@ -466,6 +466,10 @@ ON_A_BASE = [
     ("mtu-lowered", "prod-ib", {"fabric.mtu": 4092}, {"fabric.mtu": 2048}, "fabric.sriov", "disruptive"),
     # nvidia-peermem is part of the driver's install state: the full upgrade flow on a managed driver.
     ("peermem", "prod-roce", {}, {"gpu.gpuDirect": "peermem", "gpu.hostMofed": True}, "gpu.driver", "disruptive"),
+    # Node health makes every GPU Operator operand tolerate the quarantine taint: the driver DaemonSet's pods
+    # change, a new revision the upgrade controller rolls out node by node (podInSyncWithDS), on a managed driver.
+    ("health-managed-driver", "prod-roce", {"health": {"enabled": False}}, {"health": {"enabled": True}}, "gpu.driver", "disruptive"),
+    ("taint-managed-driver", "prod-roce", {}, {"gpu.taintKey": "dedicated"}, "gpu.driver", "disruptive"),
     # The GPU product selects the SR-IOV policies' and the pools' nodes: nodes that stop matching lose VFs and blocks.
     ("gpu-product", "prod-ib", {}, {"gpu.product": "NVIDIA-H200"}, "fabric.sriov", "disruptive"),
     ("gpu-product-pools", "prod-ib", {}, {"gpu.product": "NVIDIA-H200"}, "network.ip-pools", "destructive"),
@@ -534,3 +538,15 @@ def test_the_doca_rollout_policy_is_not_the_driver(monkeypatch):
     assert "network.doca-driver" not in {c.id for c in impact(old, state_of(base)).changes}
     monkeypatch.setattr(network_operator, "nic_cluster_policy", tweaked("startupProbe", {"initialDelaySeconds": 20}))
     assert {c.id: c.cls for c in impact(old, state_of(base)).changes}["network.doca-driver"] == "disruptive"
+
+
+def test_a_state_without_the_driver_pods_is_judged_by_the_operators_values():
+    """States recorded before `gpuDriver.pods` existed: a GPU Operator values change under a managed driver may be
+    a new driver DaemonSet revision (prod-roce enabling health adds every operand's quarantine toleration), so it
+    is told as the driver rollout it may be; with the values unchanged nothing is claimed."""
+    base = edited("prod-roce", {"health": {"enabled": False}})
+    old = state_of(base)
+    old["facets"]["gpuDriver"].pop("pods")
+    got = {c.id: c.cls for c in impact(old, state_of(edited("prod-roce", {"health": {"enabled": True}}))).changes}
+    assert got["gpu.driver"] == "disruptive"
+    assert "gpu.driver" not in {c.id for c in impact(old, state_of(base)).changes}

@@ -413,25 +413,40 @@ def _charts(c: Ctx) -> Iterator[Change]:
         )
 
 
+def _chart_values_changed(c: Ctx, name: str) -> bool:
+    old, new = (c.old.get("charts") or {}).get(name), (c.new.get("charts") or {}).get(name)
+    return bool(old and new and old.get("values") != new.get("values"))
+
+
 def _driver_mode(c: Ctx) -> Iterator[Change]:
     old, new = c.old.get("gpuDriver") or {}, c.new.get("gpuDriver") or {}
     if not old or not new or old == new:
         return
+    why = "the driver DaemonSet's install changes (DriverInstallState digest)"
     if old.get("managed") != new.get("managed"):
         now, was = ("managed", "preinstalled") if new.get("managed") else ("preinstalled", "managed")
         what = f"GPU driver {now} (was {was})"
-    else:
+    elif old.get("peermem") != new.get("peermem"):
         what = f"GPU driver's GPUDirect module: {'nvidia-peermem' if new.get('peermem') else 'none (DMA-BUF)'}"
+    elif "pods" in old and old.get("pods") != new.get("pods"):
+        what = "GPU driver DaemonSet's pods (their tolerations or driver settings)"
+        why = "the driver DaemonSet gets a new revision (k8s-operator-libs podInSyncWithDS)"
+    elif "pods" not in old and new.get("managed") and _chart_values_changed(c, "gpu-operator"):
+        # A state recorded before the driver's pods were: any change of the operator's values may be one.
+        what = "GPU Operator values changed under a managed driver (the last state did not record its pods)"
+        why = "the driver DaemonSet may get a new revision (k8s-operator-libs podInSyncWithDS)"
+    else:
+        return
     yield Change(
         id="gpu.driver",
         cls="disruptive",
         what=what,
         consequence=(
-            "the driver DaemonSet's install changes (DriverInstallState digest): the upgrade controller takes the "
-            f"GPU nodes one at a time as for a new driver; {gangs_text(c.gangs())}"
+            f"{why}: the upgrade controller takes the GPU nodes one at a time as for a new driver (cordon, wait "
+            f"for the training pods on the node, evict, reload the driver); {gangs_text(c.gangs())}"
         ),
         upstream=(UPSTREAM["gpu-driver"],),
-        keys=c.keys("gpu.driverPreinstalled", "gpu.gpuDirect", "components.gpuOperator"),
+        keys=c.keys("gpu.driverPreinstalled", "gpu.gpuDirect", "gpu.taintKey", "health.", "components.gpuOperator"),
     )
 
 

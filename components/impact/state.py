@@ -83,6 +83,21 @@ def _network_facets(p: PlatformConfig) -> dict[str, Any]:
     return out
 
 
+def _gpu_driver(p: PlatformConfig) -> dict[str, Any]:
+    """The GPU driver as its upgrade controller sees it. `pods`: what the operator writes into the driver
+    DaemonSet's pod template from fastpath's values (the driver section less its upgrade policy, and
+    `daemonsets`, whose tolerations every operand DaemonSet takes: gpu-operator@v26.7.0:controllers/
+    object_controls.go applyCommonDaemonsetConfig), so a change there is a new DaemonSet revision the upgrade
+    controller rolls out node by node (k8s-operator-libs common_manager.go podInSyncWithDS)."""
+    managed = p.components.gpu_operator and not p.gpu.driver_preinstalled
+    out: dict[str, Any] = {"managed": managed, "peermem": managed and p.gpu.gpu_direct == "peermem"}
+    if managed:
+        values = gpu_operator.values(p)
+        driver = {k: v for k, v in values["driver"].items() if k != "upgradePolicy"}
+        out["pods"] = digest([driver, values.get("daemonsets")])
+    return out
+
+
 def _charts(p: PlatformConfig) -> dict[str, Any]:
     """Each Helm release (and the Training Operator's overlay): version and values fingerprint."""
     c = p.components
@@ -168,10 +183,7 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
             o["metadata"]["name"]: o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
             for o in component.training_namespaces(p)
         },
-        "gpuDriver": {
-            "managed": c.gpu_operator and not p.gpu.driver_preinstalled,
-            "peermem": c.gpu_operator and not p.gpu.driver_preinstalled and p.gpu.gpu_direct == "peermem",
-        },
+        "gpuDriver": _gpu_driver(p),
         "charts": _charts(p),
         **_network_facets(p),
         # The script, not how many namespaces carry it.
