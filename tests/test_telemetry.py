@@ -2,6 +2,7 @@
 stacks: every GPU pod loads NCCL's Inspector plugin and serves its metrics, the PodMonitor finds them under the
 job's name, and the rules name a slow rank or rail."""
 
+import re
 import subprocess
 import sys
 import time
@@ -50,7 +51,9 @@ def test_every_gpu_pod_loads_the_inspector_and_serves_its_metrics(rendered, stac
             assert env["NCCL_INSPECTOR_ENABLE"] == "1" and env["NCCL_INSPECTOR_PROM_DUMP"] == "1"
             assert env["NCCL_PROFILER_PLUGIN"] == "/nccl-inspector/lib/libnccl-profiler-inspector.so"
             assert env["NCCL_INSPECTOR_DUMP_DIR"] == sidecar["command"][-2]
-            # 30 s is the shortest dump interval the plugin takes with PROM_DUMP (inspector.cc).
+            # 30 s is the shortest dump interval the plugin takes with PROM_DUMP, and ENABLE and PROM_DUMP default to 0
+            # (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector.cc, its environment table and the dump
+            # thread's minimum; plugins/profiler/inspector/README.md says the same).
             assert int(env["NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"]) >= 30_000_000
         # The PodMonitor selects it by the role label.
         assert ROLE_LABEL in labels, obj["metadata"]["name"]
@@ -197,3 +200,38 @@ def test_a_rank_is_compared_within_its_communicator(rendered):
     (rule,) = [o for o in rendered("prod-ib").objects if o["kind"] == "PrometheusRule"]
     median = next(r for r in rule["spec"]["groups"][0]["rules"] if r.get("record", "").endswith(":median"))
     assert "comm_name" in median["expr"]
+
+
+# The series the rules read, as upstream writes them: NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/
+# inspector_prom.cc (the gauge and its comm_name, collective and message_size labels), prometheus/node_exporter@
+# v1.12.1:collector/infiniband_linux.go (node_infiniband_*, labels device and port), NVIDIA/dcgm-exporter@
+# 4.5.3-4.8.2:etc/default-counters.csv (DCGM_FI_DEV_XID_ERRORS).
+UPSTREAM_SERIES = {
+    "nccl_bus_bandwidth_gbs": {"comm_name", "collective", "message_size", "node", "gpu"},
+    "node_infiniband_port_data_transmitted_bytes_total": {"device", "port"},
+    "node_infiniband_state_id": {"device", "port"},
+    "node_infiniband_link_downed_total": {"device", "port"},
+    "DCGM_FI_DEV_XID_ERRORS": {"gpu"},
+}
+
+
+@pytest.mark.parametrize("stack", PROD)
+def test_the_rules_read_series_and_labels_upstream_writes(rendered, stack):
+    """Every metric a rule reads is one of those, and every label it groups or matches on is one that metric
+    carries (or one the rules or the PodMonitor add): a renamed metric or label would make an alert that never
+    fires."""
+    import promql_parser  # noqa: PLC0415
+
+    (rule,) = [o for o in rendered(stack).objects if o["kind"] == "PrometheusRule"]
+    rules = rule["spec"]["groups"][0]["rules"]
+    ours = {r["record"] for r in rules if "record" in r}
+    for r in rules:
+        metrics = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*(?=\s*[{\[)]|\s*$|\s*[<>!=*/+-])", r["expr"]))
+        read = {m for m in metrics if m in UPSTREAM_SERIES or m in ours}
+        assert read, r["expr"]
+        promql_parser.parse(r["expr"])
+        known = set().union(*(UPSTREAM_SERIES.get(m, set()) for m in read)) | {"namespace", "instance", platform_telemetry.JOB_LABEL_OUT}
+        grouped = [x.strip() for group in re.findall(r"(?:by|on) \(([^)]*)\)", r["expr"]) for x in group.split(",")]
+        matched = re.findall(r"[{,]\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", r["expr"])
+        for name in [n for n in grouped + matched if n]:
+            assert name in known, (name, r["expr"])

@@ -6,10 +6,12 @@ Metrics read:
 - NCCL Inspector (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector_prom.cc): gauge
   `nccl_bus_bandwidth_gbs` per process and GPU, labelled with `node`, `gpu`, `collective`, `message_size` (a size
   bucket), `nranks`, `n_nodes`, `comm_name`, `algo_proto`.
-- node-exporter's infiniband collector (prometheus/node_exporter collector/infiniband_linux.go), one series per HCA
-  `device` and `port`: `node_infiniband_port_data_transmitted_bytes_total`, `node_infiniband_state_id` (4 is
-  ACTIVE), `node_infiniband_link_downed_total`.
-- the GPU Operator's DCGM exporter: `DCGM_FI_DEV_XID_ERRORS` (the last XID a GPU raised).
+- node-exporter's infiniband collector (prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go, on by
+  default), one series per HCA `device` and `port`: `node_infiniband_port_data_transmitted_bytes_total`,
+  `node_infiniband_state_id` (4 is ACTIVE), `node_infiniband_link_downed_total`.
+- the GPU Operator's DCGM exporter (4.6.0-4.8.3 at gpu-operator v26.7.0; read at the nearest tag in the snapshot,
+  NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv): `DCGM_FI_DEV_XID_ERRORS` (the last XID a GPU raised),
+  labelled `gpu` and the node's name, `Hostname` up to that tag and `hostname` after (NVIDIA/dcgm-exporter#655).
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ def rules(platform: PlatformConfig) -> dict[str, Any]:
             "expr": "DCGM_FI_DEV_XID_ERRORS > 0",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} raised XID {{ $value }}",
+                "summary": (
+                    "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}{{ $labels.hostname }} raised XID {{ $value }}"
+                ),
                 "description": "see NVIDIA's XID catalogue; with health on, a fatal XID quarantines the node",
             },
         },
