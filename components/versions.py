@@ -98,7 +98,7 @@ NVSENTINEL_CHART = "oci://ghcr.io/nvidia/nvsentinel"
 NVSENTINEL_VERSION = "v1.19.0"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
 CERT_MANAGER_CHART = "cert-manager"
-CERT_MANAGER_VERSION = "v1.19.0"
+CERT_MANAGER_VERSION = "v1.19.6"  # the newest v1.19 patch (NVSentinel asks for v1.19.0 or later)
 
 # The platform's own small programs (the reaper, the nccl-metrics sidecar) need a Python 3.10+ interpreter and
 # nothing else.

@@ -253,9 +253,9 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
 
 
 def cert_manager_values() -> dict[str, Any]:
-    """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, off by default; `crds.keep`, on
-    by default, keeps them when the release goes). jetstack/cert-manager@v1.19.0:deploy/charts/cert-manager/values.yaml
-    is not among the locked upstream files, so tests/test_platform.py does not check these keys."""
+    """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, false by default; `crds.keep`,
+    true by default, keeps them when the release goes: cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/
+    values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it."""
     return {"crds": {"enabled": True}}
 
 
