@@ -163,6 +163,10 @@ def test_nic_health_watches_exactly_the_rails_and_their_link_layer(rendered, sta
 
 @pytest.mark.parametrize("stack", PROD)
 def test_gpu_health_reads_the_gpu_operators_hostengine(rendered, stack):
+    """NVIDIA/gpu-operator@v26.7.0:assets/state-dcgm/0500_service.yaml: with dcgm.enabled the operator serves its
+    hostengine as Service nvidia-dcgm, port 5555, internalTrafficPolicy Local (each node's monitor reaches its own
+    node's hostengine); the chart's dcgm.enabled is false (deployments/gpu-operator/values.yaml), so health turns it
+    on."""
     values = nvsentinel_values(rendered, stack)
     assert values["global"]["dcgm"]["service"] == {"endpoint": "nvidia-dcgm.gpu-operator.svc", "port": 5555}
     (gpu_op,) = [p for p in rendered(stack).packages if p["name"] == "gpu-operator"]

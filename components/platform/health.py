@@ -36,6 +36,7 @@ from typing import Any
 import pulumi
 
 from components import k8s, versions
+from components.fabric import wiring as fabric
 from components.model.config import PlatformConfig
 from components.ops import component as ops
 from components.platform import gpu_operator, network_operator, trainer, training_operator, volcano
@@ -181,7 +182,7 @@ def object_policies(platform: PlatformConfig) -> list[dict[str, Any]]:
 def nic_inclusion(platform: PlatformConfig) -> str | None:
     """The rails' HCAs, exactly (a regex nic-health-monitor matches against /sys/class/infiniband names; it turns its
     automatic filters off). None on a fabric whose NICs fastpath does not name (no RDMA rails)."""
-    hcas = [r.hca for r in platform.fabric.rails]
+    hcas = [r.hca for r in fabric.rails(platform.fabric)]
     if not platform.fabric.kind_row.rdma or not hcas:
         return None
     return "^(" + "|".join(dict.fromkeys(hcas)) + ")$"

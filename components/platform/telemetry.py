@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import k8s
+from components.fabric import wiring as fabric
 from components.jobs import telemetry
 from components.jobs.resolve import ROLE_LABEL
 from components.model.config import PlatformConfig
@@ -78,7 +79,7 @@ def rules(platform: PlatformConfig) -> dict[str, Any]:
     # Per communicator (the Inspector's comm_name): a tensor-parallel group on NVLink and a data-parallel group on
     # the network run the same collective at very different rates, and only ranks of one communicator compare.
     by = f"namespace, {JOB_LABEL_OUT}, comm_name, collective, message_size"
-    hcas = "|".join(dict.fromkeys(r.hca for r in platform.fabric.rails)) or ".+"
+    hcas = "|".join(dict.fromkeys(r.hca for r in fabric.rails(platform.fabric))) or ".+"
     rail = f'device=~"{hcas}"'
     median = f"{JOB_LABEL_OUT}:{INSPECTOR_METRIC}:median"
     share = f"{JOB_LABEL_OUT}:{INSPECTOR_METRIC}:share_of_median"
