@@ -28,6 +28,8 @@ def nvsentinel_values(rendered, stack: str) -> dict:
 # (id, the health event a monitor publishes, quarantined?)
 EVENTS = [
     ("gpu-dcgm-fatal", {"agent": "gpu-health-monitor", "componentClass": "GPU", "checkName": "GpuNvlinkWatch", "isFatal": True}, True),
+    # The monitor's own link to the hostengine, down for seconds whenever the GPU Operator rolls DCGM: not the GPU.
+    ("dcgm-connectivity", {"agent": "gpu-health-monitor", "componentClass": "GPU", "checkName": "GpuDcgmConnectivityFailure", "isFatal": True}, False),
     ("gpu-dcgm-warning", {"agent": "gpu-health-monitor", "componentClass": "GPU", "checkName": "GpuThermalWatch", "isFatal": False}, False),
     ("xid-79-fallen-off", {"agent": "syslog-health-monitor", "componentClass": "GPU", "checkName": "SysLogsXIDError", "isFatal": True}, True),
     ("rail-port-down", {"agent": "nic-health-monitor", "componentClass": "NIC", "checkName": "InfiniBandStateCheck", "isFatal": True}, True),
@@ -216,3 +218,12 @@ def test_platform_daemonsets_still_run_on_a_quarantined_node(rendered, stack):
     for ncp in (o for o in rendered(stack).objects if o["kind"] == "NicClusterPolicy"):
         own = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         assert nvs.schedulable({"tolerations": [*own, *ncp["spec"]["tolerations"]]}, sick)
+
+
+def test_the_datastore_takes_the_stacks_storage_class():
+    """Without a default StorageClass the datastore's volumes stay Pending and the install times out: a stack
+    names one, or the cluster's default serves (nothing set)."""
+    base = stack_platform("prod-ib")
+    assert "mongodb-store" not in health.values(PlatformConfig.model_validate(base))
+    named = PlatformConfig.model_validate({**base, "health": {"enabled": True, "storageClass": "fast-rwo"}})
+    assert health.values(named)["mongodb-store"] == {"mongodb": {"persistence": {"storageClass": "fast-rwo"}}}

@@ -58,6 +58,8 @@ TEMPLATE_ONLY_KEYS = {
     # values.yaml `csp.provider`, charts/labeler/values.yaml `assumeDriverInstalled`.
     ("nvsentinel", ("kubernetes-object-monitor",)),
     ("nvsentinel", ("labeler",)),
+    # charts/mongodb-store/values.yaml passes `mongodb:` to Bitnami's mongodb 16.2.2 chart (persistence.storageClass).
+    ("nvsentinel", ("mongodb-store",)),
     ("nvsentinel", ("janitor-provider",)),
 }
 

@@ -442,8 +442,11 @@ def _driver_mode(c: Ctx) -> Iterator[Change]:
         cls="disruptive",
         what=what,
         consequence=(
-            f"{why}: the upgrade controller takes the GPU nodes one at a time as for a new driver (cordon, wait "
-            f"for the training pods on the node, evict, reload the driver); {gangs_text(c.gangs())}"
+            f"{why}: the upgrade controller takes the GPU nodes {c.new_facts.get('driverUpgradesAtOnce', 1)} at a "
+            "time as for a new driver: each node is cordoned, waits for the training pods on it to finish "
+            "(driver.upgradePolicy.waitForCompletion), then its GPU pods are evicted and the driver reloaded. A "
+            "running gang is not hit, but a node whose gang runs for days holds the slot, cordoned, and every "
+            "other node waits"
         ),
         upstream=(UPSTREAM["gpu-driver"],),
         keys=c.keys("gpu.driverPreinstalled", "gpu.gpuDirect", "gpu.taintKey", "health.", "components.gpuOperator"),
@@ -739,11 +742,12 @@ def _operations(c: Ctx) -> Iterator[Change]:
             what="node health (NVSentinel) installed: sick nodes are quarantined and drained",
             consequence=(
                 "a node whose GPU or rail NIC NVSentinel finds unhealthy is cordoned and tainted, and its training "
-                "pods are evicted within a minute: the gang on it restarts from its checkpoint on healthy nodes"
-                f"{lost}. "
-                "A fault that is already there when it starts counts at once: the gangs on such nodes restart "
-                f"right after this update (at most {n['circuitBreakerPercent']}% of the GPU nodes in 5 min, then "
-                "its circuit breaker stops it)"
+                "pods are evicted within a minute: a Trainer v2 run restarts its gang from its checkpoint on healthy "
+                "nodes, a v1 PyTorch worker is recreated elsewhere and rejoins if a node is free within the join "
+                f"timeout, an MPI or TensorFlow job fails and frees its nodes{lost}. "
+                "A fault that is already there when it starts counts at once: the gangs on such nodes are hit right "
+                f"after this update. Once {n['circuitBreakerPercent']}% of the GPU nodes were quarantined within 5 "
+                "min its circuit breaker halts all quarantine and recovery until a person resets it"
             ),
             upstream=(UPSTREAM["nvsentinel"],),
             keys=c.keys("health."),

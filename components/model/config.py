@@ -554,6 +554,9 @@ class HealthConfig(Model):
     """What happens to a quarantined node after its pods are gone: `none` (a person repairs it; default) or
     `reboot` (NVSentinel's janitor reboots it through a privileged Job; a NIC or GPU that needs replacing stays
     quarantined)."""
+    storage_class: DnsName | None = None
+    """StorageClass of NVSentinel's datastore (a 3-replica MongoDB, one volume each). Unset: the cluster's default
+    StorageClass, which must then exist (without one the volumes stay Pending and the install times out)."""
     install_cert_manager: bool = True
     """NVSentinel's datastore and webhooks need cert-manager: install it (pinned), or false when the cluster has
     one. Default true."""

@@ -60,12 +60,21 @@ _MANAGED = (
     "!('nvsentinel.dgxc.nvidia.com/managed' in node.metadata.labels && "
     "node.metadata.labels['nvsentinel.dgxc.nvidia.com/managed'] == \"false\")"
 )
+# What gpu-health-monitor reports about its own connection to the hostengine, not about a GPU
+# (NVS:health-monitors/gpu-health-monitor/gpu_health_monitor/cli.py, dcgm_watcher/dcgm.py).
+DCGM_LINK_CHECKS = ("GpuDcgmConnectivityFailure", "GpuDcgmUnresponsive")
 # The chart's six rule sets (NVS:distros/kubernetes/nvsentinel/charts/fault-quarantine/values.yaml ruleSets): Helm
 # replaces a list wholesale, so ours repeat each one's match, adding the taint.
 RULE_SETS = (
+    # Less the monitor's own link to DCGM: it reports the first failed poll as a fatal GPU fault
+    # (NVS:health-monitors/gpu-health-monitor/.../platform_connector.py dcgm_connectivity_failed), and every GPU
+    # Operator rollout restarts the node-local hostengine node by node: quarantining on it would kill gangs on
+    # healthy GPUs and trip the breaker. The event still reaches the node as a condition of that name
+    # (platform-connector), so a lasting outage shows; it just does not drain the node.
     (
         "GPU fatal error ruleset",
-        "event.agent == 'gpu-health-monitor' && event.componentClass == 'GPU' && event.isFatal == true",
+        "event.agent == 'gpu-health-monitor' && event.componentClass == 'GPU' && event.isFatal == true && "
+        f"!(event.checkName in {list(DCGM_LINK_CHECKS)!r})",
     ),
     (
         "CSP health monitor fatal error ruleset",
@@ -247,6 +256,10 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
         v["nic-health-monitor"] = {"nicInclusionRegexOverride": nics, "enabledChecks": checks}
     if h.lost_node_minutes is not None:
         v["kubernetes-object-monitor"] = {"policies": object_policies(platform)}
+    if h.storage_class is not None:
+        # The bundled Bitnami MongoDB's volumes (NVS:.../charts/mongodb-store/Chart.yaml: dependency mongodb 16.2.2,
+        # whose persistence.storageClass empty means the default class).
+        v["mongodb-store"] = {"mongodb": {"persistence": {"storageClass": h.storage_class}}}
     if reboot:
         # The simulated `kind` provider is the default; on real nodes, reboot through a privileged Job.
         v["janitor-provider"] = {"csp": {"provider": "generic"}}
