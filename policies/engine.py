@@ -20,6 +20,7 @@ from components.model.profile import normalize as _normalize
 from policies.pods import Facts, containers, dict_or_empty, facts, launcher_exports
 from policies.podspecs import Extracted, PodTemplate, extract
 from policies.runtimes import Pairing, RuntimeIndex, pair
+from policies.wrappers import unwrap
 
 MANDATORY, ADVISORY, DISABLED, REMEDIATE = "mandatory", "advisory", "disabled", "remediate"
 LEVELS = (ADVISORY, MANDATORY, REMEDIATE, DISABLED)  # CrossGuard's (pulumi apitype.EnforcementLevel)
@@ -310,6 +311,8 @@ def evaluate(
     if not isinstance(obj, dict) or not isinstance(kind := obj.get("kind"), str):
         return []  # not a Kubernetes object (the loader reports such documents)
     checks = checks or plan(config, rules)
+    if (inner := unwrap(obj)) is not None:
+        return _wrapped(obj, inner, checks, claims, runtimes)
     todo = checks.for_kind(kind)
     if not todo:
         return []
@@ -317,6 +320,29 @@ def evaluate(
         return _train_job(obj, checks, todo, claims, runtimes, plain)
     found = extract(obj)
     return _judge(obj, found, todo if found.templates else checks.for_kind(kind, pods=False), claims)
+
+
+def _wrapped(
+    obj: dict, inner: list[tuple[str, dict]], checks: Plan, claims: dict | None, runtimes: RuntimeIndex | None
+) -> list[Violation]:
+    """A wrapper's findings are its components', reported on the wrapper (the object the user wrote and applies)
+    with the component named."""
+    md = dict_or_empty(obj.get("metadata"))
+    out = []
+    for path, component in inner:
+        cmd = dict_or_empty(component.get("metadata"))
+        label = f"{path} ({component['kind']}{' ' + str(cmd['name']) if cmd.get('name') else ''})"
+        for v in evaluate(component, checks=checks, claims=claims, runtimes=runtimes, plain=True):
+            out.append(
+                dataclasses.replace(
+                    v,
+                    kind=str(obj["kind"]),
+                    namespace=str(md.get("namespace") or ""),
+                    name=str(md.get("name") or ""),
+                    message=f"{label}: {v.message}",
+                )
+            )
+    return out
 
 
 def _train_job(

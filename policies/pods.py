@@ -148,6 +148,15 @@ def is_rdma_pod(ctx: Context, t: PodTemplate) -> bool:
     )
 
 
+def runs_nccl(ctx: Context, t: PodTemplate) -> bool:
+    """Whether NCCL runs in the pods of `t`: the workload requests GPUs (an MPI launcher's workers count for it), or
+    the pod sets an NCCL_* variable. An RDMA pod that is neither (rping, perftest, DOCA tools, a storage client)
+    uses the fabric without NCCL, and the NCCL rules have nothing to say to it."""
+    return bool(ctx.gpu_containers) or any(
+        name.startswith("NCCL_") for c in containers(t) for name in rank_env(ctx, t, c)
+    )
+
+
 def where(t: PodTemplate, c: dict) -> str:
     return f"{t.role} container {c.get('name')!r}"
 

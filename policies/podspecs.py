@@ -15,7 +15,7 @@ meets a shape it cannot read and the linter can say what it did not judge.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
 
@@ -27,6 +27,10 @@ class PodTemplate:
     template: dict  # {"metadata": ..., "spec": PodSpec}
     path: str  # where it sits in the object, for messages
     generic: bool = False  # found by searching an unknown kind, not where a known kind keeps it
+    # Runs to completion before another part of the workload starts (a JobSet replicated job that another one
+    # dependsOn with status Complete, kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go
+    # DependsOn): its pods are never scheduled together with the rest, so they are no part of the gang.
+    precedes: bool = False
 
 
 @dataclass
@@ -294,6 +298,12 @@ def _replica_specs(r: _Reader, spec: dict, key: str) -> list[PodTemplate]:
 
 def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
     out = []
+    before = {
+        d.get("name")
+        for rj in r.mappings(jobs, base)
+        for d in (rj.get("dependsOn") if isinstance(rj.get("dependsOn"), list) else [])
+        if isinstance(d, dict) and d.get("status") == "Complete"
+    }
     for i, rj in enumerate(r.mappings(jobs, base)):
         job = r.mapping(rj.get("template"), f"{base}[{i}].template")
         job_spec = r.mapping(job.get("spec"), f"{base}[{i}].template.spec")
@@ -302,9 +312,10 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
         # Trainer v2 runtimes: the `node` job runs mlPolicy.numNodes pods.
         if num_nodes is not None and rj.get("name") == "node":
             replicas = num_nodes
-        out += r.template(
+        tpls = r.template(
             job_spec.get("template"), rj.get("name", str(i)), replicas, f"{base}[{i}].template.spec.template"
         )
+        out += [replace(t, precedes=True) for t in tpls] if rj.get("name") in before else tpls
     return out
 
 
@@ -502,4 +513,5 @@ def is_volcano_job(obj: dict) -> bool:
 
 
 def total_replicas(tpls: list[PodTemplate]) -> int:
-    return sum(t.replicas for t in tpls)
+    """The pods that run together: a gang's size (steps that complete before it starts are not in it)."""
+    return sum(t.replicas for t in tpls if not t.precedes)

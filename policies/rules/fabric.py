@@ -22,6 +22,7 @@ from policies.pods import (
     rank_env,
     rank_literals,
     rdma_resources,
+    runs_nccl,
     where,
 )
 from policies.podspecs import PodTemplate, clean_container, pod_templates
@@ -95,7 +96,8 @@ def nccl_ib_enabled(ctx: Context) -> Iterator[Finding]:
     "nccl-net-set",
     "RDMA pods name their NCCL network",
     level=MANDATORY,
-    description="GPU or RDMA containers of RDMA pods set NCCL_NET (IB, or the net plugin's name such as IBext or "
+    description="GPU or RDMA containers of RDMA pods that run NCCL (the workload requests GPUs, or the pod sets an "
+    "NCCL_* variable) set NCCL_NET (IB, or the net plugin's name such as IBext or "
     "Libfabric), so a broken RDMA path fails NCCL init instead of falling back to TCP without a word. "
     "For MPIJob workers, `mpirun -x NCCL_NET` from the launcher counts.",
     remediation="set NCCL_NET=IB (or the net plugin's name: IBext, Libfabric); MPIJob: mpirun -x NCCL_NET",
@@ -108,7 +110,7 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     NCCL_NET, read in src/init.cc): init fails instead. A NCCL_NET from valueFrom counts as set; envFrom and
     nccl.conf files are not seen. For MPIJob workers a value the launcher exports (`mpirun -x`) counts."""
     for t in ctx.templates:
-        if not is_rdma_pod(ctx, t):
+        if not is_rdma_pod(ctx, t) or not runs_nccl(ctx, t):
             continue
         for c in containers(t):
             own = ctx.facts(c)
@@ -138,7 +140,8 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     "nccl-ib-hca",
     "RDMA pods pin their HCAs exactly",
     level=MANDATORY,
-    description="Pods with InfiniBand/RoCE resources set NCCL_IB_HCA, with `=` when a listed name prefixes another. "
+    description="Pods with InfiniBand/RoCE resources that run NCCL (as nccl-net-set) set NCCL_IB_HCA, with `=` "
+    "when a listed name prefixes another. "
     "For MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the "
     "launcher's whole env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom "
     "counts as set. The other NCCL rules read the same environment.",
@@ -146,6 +149,8 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
 )
 def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
+        if not runs_nccl(ctx, t):
+            continue
         for c in containers(t):
             rdma = [r for r in ctx.facts(c).rdma if r != EFA_RESOURCE]
             if not rdma:

@@ -74,10 +74,14 @@ pinning_problem = lru_cache(maxsize=4096)(image_problem)
     trainer_alone=True,
 )
 def image_pinned(ctx: Context) -> Iterator[Finding]:
+    # A TrainJob judged without its runtime is only its spec.trainer (policies/podspecs.py _train_job).
+    trainer_alone = ctx.obj.get("kind") == "TrainJob" and (ctx.pairing is None or ctx.pairing.effective is None)
     for t in ctx.templates:
         for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]:
             image = str(c.get("image") or "").strip()
             if not image:
+                if trainer_alone:
+                    continue  # spec.trainer.image is optional: the runtime's container image stays
                 yield Finding(f"{where(t, c)} has no image")
             elif templated_image(image):
                 continue  # filled in later: judgeable says it could not be judged

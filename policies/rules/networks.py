@@ -21,31 +21,58 @@ def _ipam_types(conf: dict) -> list[str]:
     return out
 
 
-@rule(
-    "nad-cluster-ipam",
-    "Secondary networks use cluster-wide IPAM",
-    level=MANDATORY,
-    description="A NetworkAttachmentDefinition's IPAM is not host-local (each node would reuse the same addresses).",
-    remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
-    kinds={"NetworkAttachmentDefinition"},
-    pods=False,
+# Operator CRs that render a NetworkAttachmentDefinition from `spec.ipam`, a JSON object in a string:
+# Mellanox/sriov-network-operator@network-operator-26.4.x:api/v1/{sriovnetwork,sriovibnetwork,ovsnetwork}_types.go
+# and Mellanox/network-operator@v26.4.1:api/v1alpha1/{macvlannetwork,hostdevicenetwork,ipoibnetwork}_types.go.
+IPAM_FIELD_KINDS = frozenset(
+    {"SriovNetwork", "SriovIBNetwork", "OVSNetwork", "MacvlanNetwork", "HostDeviceNetwork", "IPoIBNetwork"}
 )
-def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
-    if ctx.obj.get("kind") != "NetworkAttachmentDefinition":
-        return
-    raw = dict_or_empty(ctx.obj.get("spec")).get("config") or "{}"
+HOST_LOCAL = (
+    "IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
+    "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)"
+)
+
+
+def _json_object(raw: object) -> dict | None:
     try:
         conf = json.loads(raw) if isinstance(raw, str) else None
     except (json.JSONDecodeError, RecursionError):
         conf = None
-    if not isinstance(conf, dict):
+    return conf if isinstance(conf, dict) else None
+
+
+@rule(
+    "nad-cluster-ipam",
+    "Secondary networks use cluster-wide IPAM",
+    level=MANDATORY,
+    description="A NetworkAttachmentDefinition's IPAM, or the `spec.ipam` of an operator network CR that renders one "
+    "(SriovNetwork, SriovIBNetwork, OVSNetwork, MacvlanNetwork, HostDeviceNetwork, IPoIBNetwork), is not "
+    "host-local (each node would reuse the same addresses).",
+    remediation="use cluster-wide IPAM (nv-ipam or whereabouts)",
+    kinds={"NetworkAttachmentDefinition", *IPAM_FIELD_KINDS},
+    pods=False,
+)
+def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
+    kind = ctx.obj.get("kind")
+    spec = dict_or_empty(ctx.obj.get("spec"))
+    if kind in IPAM_FIELD_KINDS:
+        raw = spec.get("ipam")
+        if not raw:
+            return  # no IPAM: addresses are the application's business (or none, as for RDMA-only VFs)
+        ipam = _json_object(raw)
+        if ipam is None:
+            yield Finding(f"spec.ipam is not a JSON object in a string: the operator cannot render {kind}'s network")
+        elif ipam.get("type") == "host-local":
+            yield Finding(HOST_LOCAL)
+        return
+    if kind != "NetworkAttachmentDefinition":
+        return
+    conf = _json_object(spec.get("config") or "{}")
+    if conf is None:
         yield Finding("spec.config is not a JSON object in a string: Multus cannot attach this network")
         return
     if "host-local" in _ipam_types(conf):
-        yield Finding(
-            "IPAM host-local on a network pods use across nodes: every node hands out the same addresses "
-            "(duplicate IPs, silent NCCL hangs); use cluster-wide IPAM (nv-ipam or whereabouts)"
-        )
+        yield Finding(HOST_LOCAL)
 
 
 @rule(

@@ -184,6 +184,18 @@ def _pod_requests(pod_spec: dict) -> dict[str, Fraction]:
     return total
 
 
+def object_name(obj: dict) -> str:
+    """metadata.name, or what the API server makes of metadata.generateName (the prefix and five random
+    characters, k8s.io/apiserver names.SimpleNameGenerator): a manifest created with `kubectl create` often has only
+    the prefix, and the names derived from it (the JobSet, the SSH Secret) only need its shape."""
+    meta = obj.get("metadata") or {}
+    if meta.get("name"):
+        return str(meta["name"])
+    if meta.get("generateName"):
+        return f"{meta['generateName']}xxxxx"
+    raise KeyError("metadata.name (nor metadata.generateName)")
+
+
 def effective_jobset(train_job: dict, runtime: dict) -> dict:
     """What the v2.3.0 controller builds from `train_job` and `runtime`: {"jobset": spec, "podGroup": spec or
     None, "counts": {replicated job: pods}}. Follows kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go
@@ -191,7 +203,7 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
     (pkg/runtime/framework/plugins/<plugin>/), and pkg/runtime/framework/plugins/jobset/builder.go; JobSet webhook
     defaults (kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go Default) are filled in. Names that
     change per run (JobSet labels, the SSH key) are left out."""
-    name = train_job["metadata"]["name"]
+    name = object_name(train_job)
     tj = train_job.get("spec") or {}
     trainer = tj.get("trainer") or {}
     rt = runtime["spec"]
@@ -329,7 +341,10 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
                     ],
                 )
             upsert(trainer_node.setdefault("ports", []), [{"containerPort": TRAINER_PORT}], "containerPort")
-    elif ml is not None and not any(k in ml for k in ("jax", "xgboost", "flux")):
+    elif ml is not None and "flux" not in ml:
+        # plainml, and the jax and xgboost plugins alike, set the trainer pod set's count to numNodes
+        # (pkg/runtime/framework/plugins/{plainml/plainml.go,jax/jax.go,xgboost/xgboost.go} EnforceMLPolicy; the
+        # env those two add, JAX_* and DMLC_*, is no fabric wiring). Flux's EnforceMLPolicy leaves the count alone.
         if trainer_job is not None and trainer.get("numNodes") is not None:
             counts[trainer_job["name"]] = trainer["numNodes"]
     # jobset/builder.go Trainer: image, command, args on the trainer's `node`; env there and, with

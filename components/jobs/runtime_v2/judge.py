@@ -22,6 +22,7 @@ from components.jobs.runtime_v2.controller import (
     effective_jobset,
     gpus_per_node,
     named_containers,
+    object_name,
     quantity,
 )
 
@@ -42,7 +43,7 @@ def _capabilities(container: dict) -> list[str]:
 def override_problems(train_job: dict, runtime: dict, derived: dict | None = None) -> list[str]:
     """Each way the pods of `train_job` lost fabric wiring `runtime` gave them, as `cause: consequence; fix`.
     `derived`: effective_jobset(train_job, runtime), when the caller has it already."""
-    where = f"TrainJob {train_job['metadata']['name']}"
+    where = f"TrainJob {object_name(train_job)}"
     trainer = (train_job.get("spec") or {}).get("trainer") or {}
     found: list[str] = []
     if trainer.get("resourcesPerNode") and trainer.get("numProcPerNode") is None:
@@ -122,7 +123,10 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
                             f"limits both in resourcesPerNode"
                         )
                     continue
-                if lim is None or req is None or quantity(lim) != quantity(req):
+                # Requests left unset default to the limits (kubernetes@v1.34:pkg/apis/core/v1/defaults.go
+                # SetDefaults_Pod), as kubeflow/trainer's own runtimes rely on; a request without a limit, or a
+                # different one, is what the API server refuses for an extended resource.
+                if lim is None or (req is not None and quantity(lim) != quantity(req)):
                     found.append(
                         f"{name}: {part_res} requests {req} and limits {lim} after the merge "
                         f"(resourcesPerNode merges per key): the Job controller cannot create the pod, "
