@@ -36,7 +36,9 @@ def meta(
     return m
 
 
-def namespace(name: str, cluster: str, component: str, enforce: str, why: str) -> dict:
+def namespace(
+    name: str, cluster: str, component: str, enforce: str, why: str, annotations: dict[str, str] | None = None
+) -> dict:
     """A Namespace with Pod Security Admission labels. `enforce` is the level pods must meet; warn/audit stay
     at `baseline` so anything beyond what the namespace was opened for still shows up. `why` is recorded as an
     annotation so the choice is visible on the cluster, not only in this code."""
@@ -48,7 +50,13 @@ def namespace(name: str, cluster: str, component: str, enforce: str, why: str) -
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": meta(name, cluster, component, annotations={"fastpath.dev/pod-security": why}, extra_labels=psa),
+        "metadata": meta(
+            name,
+            cluster,
+            component,
+            annotations={"fastpath.dev/pod-security": why, **(annotations or {})},
+            extra_labels=psa,
+        ),
     }
 
 

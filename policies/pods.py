@@ -15,7 +15,7 @@ from components.fabric import kinds
 from components.fabric.kinds import EFA_RESOURCE
 from components.fabric.wiring import POD_NETWORK_ANNOTATIONS
 from policies.podspecs import PodTemplate
-from policies.shell import command_words
+from policies.shell import argv, command_words
 
 if TYPE_CHECKING:
     from policies.engine import Context
@@ -28,12 +28,14 @@ GPU_RESOURCE = re.compile(
 )
 
 # Values a template engine or shell fills in later: `$N`, `${N}`, `{{ .Values.gpus }}`, `<GPUS>`.
-PLACEHOLDER = re.compile(r"\$\{?\w+\}?|\{\{.*?\}\}|<\w+>|%\(\w+\)s")
+PLACEHOLDER = re.compile(r"\$\{?\w+\}?|\{\{.*?\}\}|<\w[^<>\n]{0,63}>|%\(\w+\)s")
 
 # Device resources that give a pod RDMA. fastpath's own, read off the fabric-kind table: for every kind that
 # carries RDMA, each attachment's device plugin hands out <prefix>/<stem>_<rail>, and EFA's plugin its devices
 # (the fabric model's resource). Beside them, the names other clusters' device plugins use (rdma/..., */sriov*,
-# */hostdev*, */rdma*, */mlnx*, */ib*): the pack also judges manifests fastpath did not write.
+# */hostdev*, */rdma*, */mlnx*, */ib*): the pack also judges manifests fastpath did not write. Not intel.com/sriov*
+# or intel.com/hostdev* (the SR-IOV device plugin's own default prefix, k8snetworkplumbingwg/sriov-network-device-plugin
+# README): those are netdevice VFs unless their name says rdma.
 FABRIC_RDMA_RESOURCES = sorted(
     {
         f"{kinds.ATTACHMENTS[a].resource_prefix}/{kinds.ATTACHMENTS[a].resource_stem}_"
@@ -46,7 +48,8 @@ RDMA_RESOURCE = re.compile(
     "^("
     + "".join(f"{re.escape(prefix)}[^/]+|" for prefix in FABRIC_RDMA_RESOURCES)
     + re.escape(EFA_RESOURCE)
-    + r"|rdma/.+|[^/]+/(sriov|hostdev|rdma|mlnx|ib)[^/]*)$"
+    + r"|rdma/.+|[^/]+/(rdma|mlnx|ib)[^/]*|(?!intel\.com/)[^/]+/(sriov|hostdev)[^/]*"
+    + r"|[^/]+/(sriov|hostdev)[^/]*rdma[^/]*)$"
 )
 
 
@@ -148,13 +151,28 @@ def is_rdma_pod(ctx: Context, t: PodTemplate) -> bool:
     )
 
 
+# RDMA test tools: a pod that runs only these (GPUDirect perftest included) uses the fabric without NCCL.
+RDMA_TOOLS = re.compile(r"ib_(write|read|send|atomic)_(bw|lat)|ibv_\w+_pingpong|rping|ucx_perftest|perftest")
+
+
+def _rdma_tool(c: dict) -> bool:
+    """Whether a container runs an RDMA test tool: its command names one, or, without a command, its image does
+    (mellanox/cuda-perftest)."""
+    words = argv(c)
+    if words:
+        return any(RDMA_TOOLS.fullmatch(w.rsplit("/", 1)[-1]) for w in words)
+    repository = str(c.get("image") or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    return bool(RDMA_TOOLS.search(repository))
+
+
 def runs_nccl(ctx: Context, t: PodTemplate) -> bool:
-    """Whether NCCL runs in the pods of `t`: the workload requests GPUs (an MPI launcher's workers count for it), or
-    the pod sets an NCCL_* variable. An RDMA pod that is neither (rping, perftest, DOCA tools, a storage client)
-    uses the fabric without NCCL, and the NCCL rules have nothing to say to it."""
-    return bool(ctx.gpu_containers) or any(
-        name.startswith("NCCL_") for c in containers(t) for name in rank_env(ctx, t, c)
-    )
+    """Whether NCCL runs in the pods of `t`: the pod sets an NCCL_* variable, or the workload requests GPUs (an MPI
+    launcher's workers count for it) and the pod is not an RDMA test tool's. An RDMA pod that is neither (rping,
+    perftest with or without GPUs, DOCA tools, a storage client) uses the fabric without NCCL, and the NCCL rules
+    have nothing to say to it."""
+    if any(name.startswith("NCCL_") for c in containers(t) for name in rank_env(ctx, t, c)):
+        return True
+    return bool(ctx.gpu_containers) and not all(_rdma_tool(c) for c in containers(t))
 
 
 def where(t: PodTemplate, c: dict) -> str:

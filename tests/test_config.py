@@ -48,6 +48,9 @@ BAD = [
     ("prod-ib", "scheduler.queues[0].gpus", 999, ["scheduler.queues[0].gpus", "256 GPUs", "nodes.count 32"]),
     ("prod-ib", "scheduler.defaultQueue", "nope", ["scheduler.defaultQueue 'nope'", "research"]),
     ("prod-ib", "scheduler.queues[1].name", "research", ["scheduler.queues", "more than once"]),
+    # A namespace's jobs that name no queue need one queue, in a namespace the platform serves.
+    ("prod-v2", "scheduler.queues[1].namespaces", ["vision"], ["scheduler.queues[1].namespaces", "['vision']", "trainingNamespaces"]),
+    ("prod-v2", "scheduler.queues[1].namespaces", ["research"], ["namespace research is in queues ['research', 'production']", "one of them"]),
     ("prod-ib", "checkpoints", DELETE, ["components.checkpointStorage", "checkpoints.nfs"]),
     ("prod-roce", "checkpoints.nfs", {"server": "x", "share": "/y"}, ["exactly one of checkpoints.nfs", "checkpoints.storageClass"]),
     ("prod-roce", "fabric.rails[0].subnet", "192.168.100.0/29", ["fabric.rails[0].subnet", "nodes.count 16", "larger subnet"]),

@@ -5,6 +5,7 @@ comment at the top) and keeps the property that matters. The table says which ru
 no fewer, and how many documents must be reported unreadable; the comment beside each row is the judgment.
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,10 @@ TABLE = {
     "mpi-sriov-vf-exported-hca.yaml": ({"shm-fits-memory", "nccl-net-set", "gang-scheduling"}, 0),
     # `-x NCCL_IB_DISABLE=1` reaches the ranks on RDMA workers: IB off. Kueue label: gang-scheduled.
     "mpi-exported-ib-disable.yaml": ({"shm-fits-memory", "nccl-ib-enabled"}, 0),
-    # amd.com/gpu counts: minAvailable 0 is no gang; /dev/shm without a memory limit (advisory).
-    "volcano-amd-rccl.yaml": ({"shm-fits-memory", "gang-scheduling"}, 0),
+    # amd.com/gpu counts; minAvailable 0 is the whole gang (Volcano's webhook sets it to the tasks' replicas: the
+    # first judgment said "no gang", corrected by reading patchDefaultMinAvailable); /dev/shm without a memory
+    # limit (advisory).
+    "volcano-amd-rccl.yaml": ({"shm-fits-memory"}, 0),
     # envsubst template: counts and image unknown (judgeable), HF_TOKEN will be a literal, EFA without IPC_LOCK
     # or NCCL_NET, cleanPodPolicy unset. The host's /dev/shm by hostPath is memory-backed: no shm finding.
     "pytorch-efa-envsubst.yaml": ({"judgeable", "env-no-secrets", "rdma-ipc-lock", "nccl-net-set", "clean-pod-policy"}, 0),
@@ -93,3 +96,97 @@ def test_the_corpus_exits_1_and_names_the_unreadable_documents(capsys):
     err = capsys.readouterr().err
     assert "mpi-deepspeed-bad-indent.yaml: document 2, line " in err
     assert "helm-tfjob-template.yaml: document 1, line " in err and "helm template" in err
+
+
+# --------------------------------------------------------------------------------------- the field corpus
+# 45 manifests from 20 public repositories (tests/lint_corpus/field/, each naming its source), judged by hand before the
+# linter ran on them (tests/lint_corpus/field/judgment.json, unchanged since). Against that judgment the linter had
+# precision 0.800 and recall 0.867 (72 true findings, 18 false alarms, 11 misses) at 3858602; after the fixes this
+# corpus taught (test_lint_field.py) 0.876 and 0.940 (78, 11, 5). The rows where it still differs from the judgment
+# say why; the table is what the linter must find, no more and no fewer.
+FIELD = CORPUS / "field"
+FIELD_TABLE = {
+    # the image has a literal tag (`:v1`) behind `$PROJECT_ID`: judged pinned, by design (judged judgeable first).
+    "aigke-team-a-jobset.yaml": ({"shm-mounted"}, 0),
+    "appwrapper-pytorchjob.yaml": ({"clean-pod-policy"}, 0),
+    # a GPU pod on the host network without ClusterFirstWithHostNet: the rule judges every host-network pod of a GPU workload, a diagnostic pod too (judged out of scope first).
+    "cos-bug-report-pod.yaml": ({"hostnetwork-dns", "image-pinned", "judgeable", "shm-mounted"}, 0),
+    "ds2qdu-multinode-trainjob.yaml": ({"shm-mounted"}, 0),
+    "eks-fsdp-llama3-pytorchjob.yaml": ({"checkpoint-rwx", "clean-pod-policy", "env-no-secrets", "gang-scheduling", "nccl-net-set", "rdma-ipc-lock"}, 0),
+    "eks-nccl-gb200-mpijob.yaml": ({"gang-scheduling", "image-pinned", "nccl-net-set", "rdma-ipc-lock"}, 0),
+    "eks-nccl-tests-mpijob.yaml": ({"gang-scheduling", "judgeable", "nccl-net-set", "rdma-ipc-lock"}, 0),
+    "gke-a3-tcpx-pods.yaml": ({"shm-mounted"}, 0),
+    # /dev/shm without a memory limit is shm-fits-memory's advisory half (judged not applicable first; the judge agreed on reading the rule).
+    "gke-a4-gib-jobset.yaml": ({"image-pinned", "shm-fits-memory"}, 0),
+    # a /dev/shm without sizeLimit has none of minGiBPerGpu (advisory; judged fine first, the judge agreed on reading the rule).
+    "gke-finetune-l4-kueue.yaml": ({"shm-size"}, 0),
+    # as gke-a4-gib-jobset: the advisory half.
+    "gke-tcpxo-indexed-job.yaml": ({"gang-scheduling", "shm-fits-memory", "shm-size"}, 0),
+    "hyperpod-imagenet-elastic.yaml": ({"checkpoint-rwx", "clean-pod-policy", "image-pinned", "shm-mounted"}, 0),
+    "jaxtb-mpi-nccl-test.yaml": ({"gang-scheduling", "judgeable", "nccl-net-set", "rdma-ipc-lock"}, 0),
+    # a CPU JobSet: gang and checkpoint rules judge GPU workloads only (judged by their titles first).
+    "jobset-ckpt-rwo-pvc.yaml": ({"image-pinned"}, 0),
+    "kueue-mpijob-pi.yaml": ({"image-pinned"}, 0),
+    "kueue-provreq-gpu-job.yaml": ({"shm-mounted"}, 0),
+    # as gke-finetune-l4-kueue.
+    "lws-tensorrt-llm.yaml": ({"env-no-secrets", "judgeable", "shm-size"}, 0),
+    "lws-vllm-multinode.yaml": ({"env-no-secrets"}, 0),
+    "mpiop-tf-benchmarks.yaml": ({"gang-scheduling", "image-pinned", "shm-mounted"}, 0),
+    "multus-sriov-hostlocal.yaml": ({"image-pinned", "nad-cluster-ipam"}, 0),
+    "netop-cuda-perftest-pod.yaml": ({"image-pinned", "shm-mounted"}, 0),
+    "netop-nicclusterpolicy.yaml": (set(), 0),
+    "netop-rping-pod.yaml": ({"image-pinned"}, 0),
+    "netop-sriov-legacy-nvipam.yaml": (set(), 0),
+    # as gke-a4-gib-jobset.
+    "oci-h100-hostnet-mpijob.yaml": ({"nccl-net-set", "shm-fits-memory"}, 0),
+    # NCCL_IB_HCA=mlx5 matches every mlx5 device: a choice on a node whose mlx5 ports are all compute rails, not flagged (judged a miss).
+    "oci-h100-vf-mpijob.yaml": ({"nccl-net-set", "shm-fits-memory"}, 0),
+    "oci-ib-write-bw-pods.yaml": (set(), 0),
+    "oci-sriov-pool-100pct.yaml": ({"sriov-pool-drain"}, 0),
+    # as gke-finetune-l4-kueue.
+    "oci-yolo-pytorchjob.yaml": ({"clean-pod-policy", "gang-scheduling", "image-pinned", "nccl-net-set", "shm-size"}, 0),
+    # as gke-a4-gib-jobset; minAvailable 0 is the whole gang (Volcano's webhook).
+    "oci-yolo-volcano-job.yaml": ({"gpu-pod-tolerates-quarantine", "image-pinned", "nccl-net-set", "shm-fits-memory"}, 0),
+    # podTemplateOverrides is not a v2.3.0 field, so the runtime's pods have no /dev/shm (the judge agreed); numProcPerNode 1 against 2 GPUs is not compared (a miss).
+    "odh-mpi-sft-trainjob.yaml": ({"gang-scheduling", "image-pinned", "shm-mounted"}, 0),
+    "rdma-shared-hca-test-pod.yaml": ({"image-pinned"}, 0),
+    "sriovdp-rdma-mlnx.yaml": ({"judgeable"}, 0),
+    "sriovop-hostlocal-network.yaml": ({"nad-cluster-ipam"}, 0),
+    "sriovop-rdma-exclusive-setup.yaml": ({"image-pinned", "nad-cluster-ipam"}, 0),
+    "tr-flux-lammps-gpu.yaml": ({"gang-scheduling", "image-pinned", "shm-mounted"}, 0),
+    "tr-kueue-trainjob.yaml": ({"trainjob-runtime"}, 0),
+    "tr-runtime-patches.yaml": ({"trainjob-runtime"}, 0),
+    "tr-torchtune-runtime.yaml": ({"shm-mounted"}, 0),
+    "tr-v1-deepspeed-pytorchjob.yaml": ({"checkpoint-rwx", "clean-pod-policy", "gang-scheduling", "image-pinned", "shm-mounted"}, 0),
+    # as gke-finetune-l4-kueue.
+    "tr-v1-paddle-gpu.yaml": ({"clean-pod-policy", "gang-scheduling", "shm-size"}, 0),
+    "tr-volcano-runtime.yaml": (set(), 0),
+    "volcano-benchmark-conf.yaml": (set(), 0),
+    "volcano-capacity-reclaim.yaml": ({"volcano-gang-actions"}, 0),
+    "volcano-gangpreempt-camelcase.yaml": ({"volcano-gang-actions"}, 0),
+}
+
+
+def test_every_field_file_is_judged_and_names_its_source():
+    assert {p.name for p in FIELD.glob("*.yaml")} == set(FIELD_TABLE)
+    judged = json.loads((FIELD / "judgment.json").read_text())
+    assert set(judged) == set(FIELD_TABLE)
+    for p in FIELD.glob("*.yaml"):
+        assert p.read_text().startswith("# source: https://github.com/"), p.name
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_TABLE))
+def test_field_corpus(name):
+    rules, unreadable = FIELD_TABLE[name]
+    violations, problems = lint.lint_loaded(read([FIELD / name]))
+    assert {v.rule for v in violations} == rules, [f"{v.rule}: {v.message[:100]}" for v in violations]
+    assert len(problems) == unreadable, [str(p) for p in problems]
+
+
+def test_field_corpus_against_the_first_judgment():
+    """Precision and recall against the judgment written before the linter ran: reported, and held from falling."""
+    judged = json.loads((FIELD / "judgment.json").read_text())
+    tp = sum(len(FIELD_TABLE[n][0] & set(j["expected"])) for n, j in judged.items())
+    alarms = sum(len(FIELD_TABLE[n][0] - set(j["expected"])) for n, j in judged.items())
+    misses = sum(len(set(j["expected"]) - FIELD_TABLE[n][0]) for n, j in judged.items())
+    assert tp / (tp + alarms) >= 0.87 and tp / (tp + misses) >= 0.93, (tp, alarms, misses)

@@ -18,6 +18,7 @@ Upstream behaviour each case rests on:
 import pytest
 import yaml
 
+from tests.helpers import cfg
 from tools import lint
 
 TORCHTUNE_RUNTIME = """
@@ -196,9 +197,7 @@ CASES = {
     ),
     # The same TrainJob asking a different GPU request than the runtime's limit: the pod is invalid.
     "gpu-request-differs-from-limit": (
-        TORCHTUNE_RUNTIME
-        + "---"
-        + train_job("tune", meta="generateName: tune-", trainer="trainer: {resourcesPerNode: {requests: {nvidia.com/gpu: 1}}}"),
+        TORCHTUNE_RUNTIME + "---" + train_job("tune", meta="generateName: tune-", trainer="trainer: {resourcesPerNode: {requests: {nvidia.com/gpu: 1}}}"),
         {"trainjob-runtime"},
         "requests 1 and limits 2 after the merge",
     ),
@@ -220,6 +219,22 @@ CASES = {
     "trainer-alone-without-image": (
         train_job("torch-distributed", trainer="trainer: {numNodes: 2, command: [torchrun, train.py]}"),
         {"trainjob-runtime"},
+        None,
+    ),
+    # A launcher the runtime does not wire: deepspeed on a torch runtime ignores torchrun's PET_* rendezvous.
+    "deepspeed-on-a-torch-runtime": (
+        TORCHTUNE_RUNTIME + "---" + train_job("tune", trainer="trainer: {command: [deepspeed, --num_gpus=2, train.py]}"),
+        {"trainjob-runtime"},
+        "starts deepspeed on a torch runtime",
+    ),
+    "deepspeed-under-sh-on-a-torch-runtime": (
+        TORCHTUNE_RUNTIME + "---" + train_job("tune", trainer="trainer: {command: [sh, -c, 'deepspeed train.py']}"),
+        {"trainjob-runtime"},
+        "starts deepspeed on a torch runtime",
+    ),
+    "torchrun-on-a-torch-runtime": (
+        TORCHTUNE_RUNTIME + "---" + train_job("tune", trainer="trainer: {command: [torchrun, train.py]}"),
+        set(),
         None,
     ),
     # Relative checkpoint paths land on the container's own disk: under workingDir when set, the image's otherwise.
@@ -280,3 +295,40 @@ def test_field_shapes(case):
     assert {v.rule for v in found} == rules, [(v.rule, v.message) for v in found]
     if message is not None:
         assert any(message in v.message for v in found), [v.message for v in found]
+
+
+def test_a_partial_node_trainjob_on_a_whole_node_runtime_is_told_what_it_holds(rendered):
+    """A researcher's "4-GPU" TrainJob on fastpath's 8-GPU torch runtime: the preflight init container still asks
+    for 8 GPUs (a pod holds the larger of init and app requests) and resourcesPerNode keeps the runtime's CPU and
+    memory (merged per key), so each pod blocks a whole node. The linter says both, with the shares to set."""
+    objs = rendered("prod-v2").objects
+    runtime = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == "fastpath-torch")
+    half = {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 4}}
+    job = yaml.safe_load(train_job("fastpath-torch", trainer="trainer: {numNodes: 2}"))
+    job["metadata"]["namespace"] = "research"
+    job["spec"]["trainer"]["resourcesPerNode"] = half
+    messages = [v.message for v in lint.lint([runtime, job]) if v.rule == "trainjob-runtime"]
+    node_cpu = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    assert any("init container preflight requests 8: the pod's effective request is the larger" in m for m in messages), messages
+    assert any(f"keeps its cpu request {node_cpu}" in m and f"its share: {int(node_cpu) // 2}" in m for m in messages), messages
+    assert any("keeps its memory request" in m for m in messages), messages
+    # With its own CPU and memory, only the init container's GPUs remain.
+    job["spec"]["trainer"]["resourcesPerNode"] = {p: {**half[p], "cpu": 8, "memory": "512Gi"} for p in half}
+    messages = [v.message for v in lint.lint([runtime, job]) if v.rule == "trainjob-runtime"]
+    assert len(messages) == 1 and "init container preflight" in messages[0], messages
+
+
+def test_a_trainjob_outside_the_namespaces_a_fastpath_runtime_serves_is_refused(rendered):
+    """fastpath's runtimes name their networks without a namespace and mount a claim by name: Multus and the kubelet
+    look in the TrainJob's namespace, so elsewhere the pods never start. The runtime says which it serves."""
+    objs = rendered("prod-v2").objects
+    runtime = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"] == "fastpath-torch")
+    served = cfg("prod-v2").training_namespaces
+    assert runtime["metadata"]["annotations"]["fastpath.dev/namespaces"].split(",") == served
+    for namespace, refused in [(served[0], False), ("vision", True), (None, True)]:
+        job = yaml.safe_load(train_job("fastpath-torch", trainer="trainer: {numNodes: 2}"))
+        job["metadata"].pop("namespace")
+        if namespace:
+            job["metadata"]["namespace"] = namespace
+        messages = [v.message for v in lint.lint([runtime, job]) if v.rule == "trainjob-runtime"]
+        assert any("which fastpath-torch does not serve" in m for m in messages) == refused, (namespace, messages)

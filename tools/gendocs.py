@@ -182,7 +182,9 @@ def generate_policies() -> str:
         "(Cluster)TrainingRuntime, Volcano Jobs, JobSets, Ray and LeaderWorkerSet; an unknown kind that "
         "requests GPUs is searched for pod specs and reported (`judgeable`). A TrainJob's pods are those its "
         "runtime gives it (kubeflow/trainer@v2.3.0's merge, `components/jobs/runtime_v2/controller.py`), judged when "
-        "the runtime is among the objects checked (`policies/runtimes.py`).",
+        "the runtime is among the objects checked (`policies/runtimes.py`). An AppWrapper's components are judged as "
+        "the objects its controller creates, in its namespace and under its Kueue queue (`policies/wrappers.py`); "
+        "findings are reported on the AppWrapper, naming the component.",
         "",
         "Mixed rules report their advisory findings through a second CrossGuard policy named `<id>-advisory`. "
         f"{_remediable(RULES)}{_stack(RULES)} Each rule's metadata sits on its function (`@rule` in the "

@@ -5,11 +5,11 @@ job of a stack at once; resolve refuses a job that has any. Nothing here builds 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from components.fabric import nccl
 from components.fabric import wiring as fabric
+from components.jobs.launchers import launcher_in
 from components.jobs.sizing import sizing
 from components.model.base import JobApi
 from components.model.config import tcp_on_rdma
@@ -17,33 +17,6 @@ from components.model.job import JobSpec
 from components.model.profile import Profile
 
 FILES_LIMIT = 1024 * 1024 - 16 * 1024  # a ConfigMap's 1 MiB, less room for its metadata
-
-
-# Launchers fastpath runs itself: a command that starts one would run a launcher inside a launcher.
-LAUNCHERS = {
-    "torchrun": "torchrun",
-    "torch.distributed.run": "torchrun",
-    "torch.distributed.launch": "torchrun",
-    "deepspeed": "deepspeed",
-    "accelerate": "accelerate launch",
-    "mpirun": "mpirun",
-    "mpiexec": "mpirun",
-    "horovodrun": "horovodrun",
-    "srun": "srun",
-}
-PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
-
-
-def launcher_in(command: list[str]) -> str | None:
-    """The distributed launcher `command` starts, if any (`torchrun ...`, `python -m torch.distributed.run ...`,
-    `deepspeed ...`, `accelerate launch ...`, `mpirun ...`)."""
-    exe = command[0].rsplit("/", 1)[-1]
-    if exe in LAUNCHERS:
-        return LAUNCHERS[exe]
-    if PYTHON.match(command[0]) and "-m" in command[:-1]:
-        module = command[command.index("-m") + 1]
-        return LAUNCHERS.get(module) or ("accelerate launch" if module.startswith("accelerate") else None)
-    return None
 
 
 def sizing_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:

@@ -117,7 +117,9 @@ def _v2_contract(r: Resolved) -> dict:
         "env": env,
         "envOverrides": [k for k in r.overridden],
         "secretEnv": sorted(r.spec.secret_env),
-        "queue": group.get("queue"),
+        # A PodGroup the runtime gives no queue is created in `default`, and Volcano's PodGroup webhook moves it to
+        # the queue its namespace is annotated with (components/platform/volcano.py CHART_ADMISSIONS).
+        "queue": group.get("queue") or (r.profile.scheduler.queue_of(r.namespace) if group else None),
         "priorityClass": group.get("priorityClassName"),
         "minAvailable": group.get("minMember"),
         "faults": fault_summary(r),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.jobs import telemetry
-from components.jobs.checks import PYTHON
+from components.jobs.launchers import PYTHON
 from components.jobs.resolve import Resolved
 from components.jobs.runtime_v2 import build, controller
 from components.jobs.shell import program

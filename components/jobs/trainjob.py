@@ -52,12 +52,15 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         gpu_product=profile.gpu.product,
         gpu_taint_key=profile.gpu.taint_key,
         scheduler=sched.name,
-        queue=sched.default_queue if sched.name else None,
+        # With namespace queues the runtime names none: Volcano's PodGroup webhook puts each TrainJob's PodGroup in
+        # its namespace's queue (components/platform/volcano.py), so one cluster-wide runtime serves every team.
+        queue=None if not sched.name or sched.namespace_queues else sched.default_queue,
         priority_class=tier if sched.name else None,
         topology_key=profile.nodes.topology_key,
         checkpoint_claim=cp.claim if cp else None,
         checkpoint_mount=cp.mount_root if cp else "/checkpoints",
         preflight_config_map=pf.config_map if pf else None,
+        namespaces=profile.namespaces,
         preflight_key=pf.key if pf else "preflight.sh",
         preflight_env=pod_preflight_env(profile, wiring, gpus, shm),
         max_restarts=trainer.max_restarts,
@@ -138,7 +141,7 @@ def train_job(r: Resolved) -> dict:
     if spec.memory_gib is not None or spec.cpus is not None:
         part = {build.GPU_RESOURCE: r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
         resources = {"limits": part, "requests": dict(part)}
-    queue = r.queue if r.queue != r.profile.scheduler.default_queue else None
+    queue = r.queue if r.queue != r.profile.scheduler.queue_of(r.namespace) else None
     if spec.framework == "pytorch":
         command = torchrun_command(spec.command)
     else:

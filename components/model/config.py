@@ -405,6 +405,11 @@ class QueueConfig(Model):
     it (Volcano gangreclaim: any priority tier, queues furthest over their weight share first; v1.15.1 does not
     check that this queue is over its share). Default true; false: this queue's running jobs are never
     reclaimed."""
+    namespaces: list[DnsLabel] = []
+    """Training namespaces whose jobs land in this queue when they name none: stack-file jobs, and TrainJobs
+    written by hand (the namespace carries Volcano's queue annotation, which its admission webhook gives every
+    PodGroup left in the `default` queue). Each training namespace in at most one queue; the others use
+    `scheduler.defaultQueue`. Default: none."""
 
 
 class SchedulerConfig(Model):
@@ -428,6 +433,10 @@ class SchedulerConfig(Model):
     @property
     def queue_for_jobs(self) -> str:
         return self.default_queue or self.queues[0].name
+
+    def queue_of(self, namespace: str) -> str:
+        """The queue a job in `namespace` that names none lands in."""
+        return next((q.name for q in self.queues if namespace in q.namespaces), self.queue_for_jobs)
 
 
 class NfsConfig(Model):
@@ -696,6 +705,22 @@ class PlatformConfig(Model):
         dup = {n for n in self.training_namespaces if self.training_namespaces.count(n) > 1}
         if dup:
             raise ValueError(f"trainingNamespaces lists {sorted(dup)} more than once")
+        for i, q in enumerate(self.scheduler.queues):
+            if stray := [n for n in q.namespaces if n not in self.training_namespaces]:
+                raise ValueError(
+                    f"scheduler.queues[{i}].namespaces names {stray}, which trainingNamespaces does not list: jobs "
+                    f"there would get no networks nor claims; add them to trainingNamespaces or remove them here"
+                )
+        owners: dict[str, list[str]] = {}
+        for q in self.scheduler.queues:
+            for n in q.namespaces:
+                owners.setdefault(n, []).append(q.name)
+        if twice := {n: qs for n, qs in owners.items() if len(qs) > 1}:
+            raise ValueError(
+                "scheduler.queues: "
+                + "; ".join(f"namespace {n} is in queues {qs}" for n, qs in sorted(twice.items()))
+                + ": a namespace's jobs default to one queue; keep it in one of them"
+            )
         taken = [n for n in self.training_namespaces if n in k8s_syntax.RESERVED_NAMESPACES]
         if taken:
             raise ValueError(

@@ -77,6 +77,12 @@ class SchedulerProfile:
     default_queue: str
     priority_classes: tuple[str, ...]
     default_priority_class: str
+    # (namespace, queue) for every training namespace: where a job that names no queue lands. Profiles exported
+    # before namespaces had queues have none: every namespace's jobs then go to default_queue, as they did.
+    namespace_queues: tuple[tuple[str, str], ...] = ()
+
+    def queue_of(self, namespace: str) -> str:
+        return dict(self.namespace_queues).get(namespace, self.default_queue)
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,7 @@ class Profile:
                 "defaultQueue": s.default_queue,
                 "priorityClasses": list(s.priority_classes),
                 "defaultPriorityClass": s.default_priority_class,
+                "namespaceQueues": dict(s.namespace_queues),
             },
             "checkpoints": (
                 {"claim": self.checkpoints.claim, "mountRoot": self.checkpoints.mount_root}
@@ -218,6 +225,7 @@ class Profile:
                 default_queue=s["defaultQueue"],
                 priority_classes=tuple(s["priorityClasses"]),
                 default_priority_class=s["defaultPriorityClass"],
+                namespace_queues=tuple(sorted((s.get("namespaceQueues") or {}).items())),
             ),
             checkpoints=CheckpointProfile(cp["claim"], cp["mountRoot"]) if cp else None,
             preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
@@ -243,6 +251,7 @@ def profile(platform: PlatformConfig) -> Profile:
             default_queue=platform.scheduler.queue_for_jobs,
             priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
             default_priority_class=DEFAULT_PRIORITY_CLASS,
+            namespace_queues=tuple((ns, platform.scheduler.queue_of(ns)) for ns in platform.training_namespaces),
         ),
         checkpoints=(
             CheckpointProfile(CHECKPOINT_CLAIM, CHECKPOINT_ROOT) if platform.components.checkpoint_storage else None

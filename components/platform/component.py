@@ -23,6 +23,7 @@ from components.platform.sriov import LEFT_ON_DESTROY as LEFT_ON_DESTROY_SRIOV
 from components.platform.sriov import SriovNetworks, SriovNetworksArgs
 from components.platform.trainer import Trainer, TrainerArgs
 from components.platform.training_operator import TrainingOperator, TrainingOperatorArgs
+from components.platform.volcano import QUEUE_ANNOTATION as VOLCANO_QUEUE_ANNOTATION
 from components.platform.volcano import Volcano, VolcanoArgs
 
 COMPONENT = "platform"
@@ -68,7 +69,19 @@ def training_namespaces(platform: PlatformConfig) -> list[dict]:
             why += "; they also run on the host network, which baseline forbids (hostNetwork, hostPort)"
     else:
         enforce, why = "baseline", "TCP fabric: training pods need no added capabilities"
-    return [k8s.namespace(ns, platform.cluster, COMPONENT, enforce, why) for ns in platform.training_namespaces]
+    return [
+        k8s.namespace(
+            ns,
+            platform.cluster,
+            COMPONENT,
+            enforce,
+            why,
+            # Volcano's PodGroup webhook reads it: the queue of this namespace's jobs that name none
+            # (components/platform/volcano.py CHART_ADMISSIONS).
+            {VOLCANO_QUEUE_ANNOTATION: platform.scheduler.queue_of(ns)} if platform.components.volcano else None,
+        )
+        for ns in platform.training_namespaces
+    ]
 
 
 def left_on_destroy(platform: PlatformConfig) -> list[str]:

@@ -66,10 +66,29 @@ def scheduler_conf() -> dict:
     }
 
 
+# The chart's admission webhooks (volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/values.yaml
+# custom.enabled_admissions), plus the PodGroup mutation: a PodGroup created in the `default` queue is moved to the
+# queue its namespace's QUEUE_ANNOTATION names (pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go
+# createPodGroupPatch; the chart grants the webhook namespace reads only with it, templates/admission.yaml). That is
+# how a TrainJob that names no queue lands in its team's queue: its runtime names none, so the trainer's PodGroup
+# takes the CRD default `default` (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go).
+CHART_ADMISSIONS = (
+    "/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,/hypernodes/validate,"
+    "/cronjobs/validate"
+)
+PODGROUP_MUTATE = "/podgroups/mutate"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # on a Namespace: its PodGroups' queue when they name none
+
+
 def values(platform: PlatformConfig) -> dict:
-    """Helm values for volcano-sh/volcano: the scheduler configuration above, nothing else (the scheduler,
-    controllers and admission webhook are on by default)."""
-    return {"custom": {"scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False)}}
+    """Helm values for volcano-sh/volcano: the scheduler configuration above, and the chart's admission webhooks
+    with the PodGroup mutation added (the scheduler, controllers and admission webhook are on by default)."""
+    return {
+        "custom": {
+            "scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False),
+            "enabled_admissions": f"{CHART_ADMISSIONS},{PODGROUP_MUTATE}",
+        }
+    }
 
 
 def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool, gpus: int | None) -> dict[str, Any]:

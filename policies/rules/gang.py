@@ -27,6 +27,12 @@ TRAINING = {
 }
 
 
+# NVIDIA's KAI Scheduler gang-schedules every pod that names it: its PodGrouper watches them and makes the
+# workload's PodGroup itself (kubeflow.org docs: components/trainer/operator-guides/job-scheduling/kai; the Training
+# Operator's job-scheduling guide lists it beside Volcano and Kueue).
+KAI_SCHEDULER = "kai-scheduler"
+
+
 def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = None) -> str | None:
     """Why the workload is gang-scheduled, or None. A TrainJob's PodGroup is its runtime's podGroupPolicy
     (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go), when the runtime was seen."""
@@ -38,14 +44,30 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
     if is_volcano_job(obj):
         if spec.get("minAvailable") is not None and int_or_none(spec.get("minAvailable")) is None:
             return "unknown"  # judgeable reports the unreadable number
-        return "volcano" if (int_or_none(spec.get("minAvailable")) or 0) >= total else None
+        need = int_or_none(spec.get("minAvailable")) or 0
+        if need == 0:
+            # Unset or 0: Volcano's job webhook sets it to the tasks' minAvailable, each defaulting to its replicas
+            # (volcano-sh/volcano@v1.15.1:pkg/webhooks/admission/jobs/mutate/mutate_job.go patchDefaultMinAvailable).
+            tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
+            parts = [
+                dict_or_empty(t).get("minAvailable")
+                if dict_or_empty(t).get("minAvailable") is not None
+                else dict_or_empty(t).get("replicas", 0)
+                for t in tasks
+            ]
+            if any(int_or_none(p) is None for p in parts):
+                return "unknown"
+            need = sum(int_or_none(p) or 0 for p in parts)
+        return "volcano" if need >= total else None
     if obj.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime", "TrainJob"):
         pgp = dict_or_empty(
             dict_or_empty(runtime.get("spec")).get("podGroupPolicy")
             if runtime is not None
             else spec.get("podGroupPolicy")
         )
-        return "podGroupPolicy" if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None else None
+        if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None:
+            return "podGroupPolicy"
+        return "kai" if {t.template["spec"].get("schedulerName") for t in tpls} == {KAI_SCHEDULER} else None
     sched = dict_or_empty(dict_or_empty(spec.get("runPolicy")).get("schedulingPolicy"))
     if sched:
         elastic = dict_or_empty(spec.get("elasticPolicy"))
@@ -55,8 +77,10 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
         need = (int_or_none(elastic.get("minReplicas")) or total) if elastic else total
         return "schedulingPolicy" if (int_or_none(sched.get("minAvailable")) or 0) >= need else None
     group = any(pod_annotations(t).get("scheduling.k8s.io/group-name") for t in tpls)
-    volcano = all(t.template["spec"].get("schedulerName") == "volcano" for t in tpls)
-    return "podgroup" if group and volcano else None
+    schedulers = {t.template["spec"].get("schedulerName") for t in tpls}
+    if schedulers == {KAI_SCHEDULER}:
+        return "kai"
+    return "podgroup" if group and schedulers == {"volcano"} else None
 
 
 @rule(
@@ -64,7 +88,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
     "Multi-pod training jobs are gang-scheduled",
     level=MANDATORY,
     description="Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or "
-    "a podGroupPolicy on a TrainJob or runtime) or Kueue, so a job gets all its pods or none.",
+    "a podGroupPolicy on a TrainJob or runtime), Kueue, or the KAI Scheduler, so a job gets all its pods or none.",
     remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label)",
     kinds=TRAINING,
 )

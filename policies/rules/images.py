@@ -45,7 +45,14 @@ def moving_tag(image: str) -> str | None:
         return tag
     if any(w in MOVING_TAG_WORDS for w in words) and not any(re.search(r"\d", w) for w in words):
         return tag
+    if not re.search(r"\d", tag):
+        # No version and no commit in it (`openmpi`, `slim`, `jammy`, `gpu-lammps-hwloc`): a name its publisher
+        # builds again under the same tag.
+        return tag
     return None
+
+
+UPPERCASE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 @lru_cache(maxsize=4096)
@@ -56,6 +63,10 @@ def templated_image(image: str) -> bool:
     tag = last.rsplit(":", 1)[1] if ":" in last and "@" not in image else None
     if tag is not None and not PLACEHOLDER.search(tag):
         return False
+    if tag is None and "@" not in image and UPPERCASE_NAME.fullmatch(image):
+        # `PLACEHOLDER`, `IMAGE`, `YOUR_IMAGE`: repository names are lowercase (distribution/reference grammar), so
+        # an upper-case word is a slot for a CI job or a reader to fill, not an image.
+        return True
     return bool(PLACEHOLDER.search(image)) and "@sha256:" not in image
 
 
@@ -69,7 +80,8 @@ pinning_problem = lru_cache(maxsize=4096)(image_problem)
     level=MANDATORY,
     description="Every container image has a version tag or digest: never none, never a tag that moves (`latest`, "
     "`latest-gpu`, `nightly`, `main`, `master`, `stable`, ... unless another word of the tag carries a "
-    "version or commit, as in `nightly-2024-06-01`).",
+    "version or commit, as in `nightly-2024-06-01`), nor a tag with no digit at all (`openmpi`, `slim`: a name "
+    "rebuilt under the same tag).",
     remediation="pin a version tag or an @sha256 digest",
     trainer_alone=True,
 )

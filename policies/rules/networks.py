@@ -79,8 +79,8 @@ def nad_cluster_ipam(ctx: Context) -> Iterator[Finding]:
     "sriov-pool-drain",
     "SR-IOV pools drain a few nodes at a time",
     level=MANDATORY,
-    description="A SriovNetworkPoolConfig sets maxUnavailable (unset: every node of the pool drains and reboots at "
-    "once when SR-IOV settings change).",
+    description="A SriovNetworkPoolConfig sets maxUnavailable below 100% (unset or 100%: every node of the pool "
+    "drains and reboots at once when SR-IOV settings change).",
     remediation="set spec.maxUnavailable (a count or a percentage)",
     kinds={"SriovNetworkPoolConfig"},
     pods=False,
@@ -91,7 +91,16 @@ def sriov_pool_drain(ctx: Context) -> Iterator[Finding]:
     and reboots at once when VFs, firmware or the RDMA mode change (the first apply included)."""
     if ctx.obj.get("kind") != "SriovNetworkPoolConfig":
         return
-    if dict_or_empty(ctx.obj.get("spec")).get("maxUnavailable") is None:
+    pace = dict_or_empty(ctx.obj.get("spec")).get("maxUnavailable")
+    if isinstance(pace, str) and pace.strip().endswith("%") and pace.strip()[:-1].isdigit():
+        if int(pace.strip()[:-1]) >= 100:
+            yield Finding(
+                f"spec.maxUnavailable is {pace}: every node of this pool may drain and reboot at once when the SR-IOV "
+                "configuration changes, as if it were unset; set a count or a percentage that leaves the pool "
+                "running (for example 10%)"
+            )
+        return
+    if pace is None:
         yield Finding(
             "no spec.maxUnavailable: every node of this pool may drain and reboot at once when the SR-IOV "
             "configuration changes (firmware rewrite, numVfs, rdmaMode): the whole GPU pool goes down "

@@ -20,10 +20,12 @@ from tools.ncclcheck.parse import (
     BOOTSTRAP_USING,
     CHANNEL,
     ENV_SET,
+    INIT_HOST,
     INTERFACE_ADDRESS,
     MAX_LINE,
     MAX_NAMES,
     MAX_RANKS,
+    NNODES_MANY,
     NO_IB_DEVICE,
     NRANKS,
     SECTION_BEGIN,
@@ -62,6 +64,15 @@ class BlockParser(Parser):
         if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
             self._feed_lines(block)  # lone CRs end lines too, as in a text-mode read: rare enough to go slowly
             return
+        if not self.r.multi_host and b"NCCL INFO" in block:
+            # The hosts of the init lines (parse.INIT_HOST), which shapes cannot tell apart: until a second is seen.
+            if b"nNodes" in block and NNODES_MANY_BYTES.search(block):
+                self.r.multi_host = True
+            for m in INIT_HOST_BYTES.finditer(block) if not self.r.multi_host else ():
+                self.hosts.add(m.group(1).decode("utf-8", "replace"))
+                if len(self.hosts) > 1:
+                    self.r.multi_host = True
+                    break
         norm = block.translate(ZERO_DIGITS)
         lines = norm.split(b"\n")
         judged = self._judged(lines)
@@ -269,9 +280,12 @@ HEX_POINTER = re.compile(rb"(0x[0-9]*[a-f][0-9a-f]*)(?![\w])")
 # NRANKS, INIT, ENV_SET and TEST_RANK over a block, where `\s` must not cross a line. Shape.of checks that they find
 # in a line what the str patterns find (lines with whitespace that only str knows as such are read by `feed`).
 RANKS_BYTES = re.compile(rb"rank (\d{1,9}) nranks (\d{1,9})( [^\n]*- Init COMPLETE)?")
-ENV_BYTES = re.compile(rb"(NCCL_\w{1,64}) set by environment to ([^\s]{0,200})")
+ENV_BYTES = re.compile(rb"(NCCL_\w{1,64}) set by environment to ([^\s]{0,200}?)\.?(?![^\s])")
 TEST_RANK_BYTES = re.compile(rb"#[^\S\n]+Rank[^\S\n]+(\d{1,9})[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid\b")
 RANKS_ANYWHERE = re.compile(rb"rank \d{1,9} nranks \d{1,9}")
+# parse.INIT_HOST over a block: `.` becomes "not a newline" (bytes `\s` matches none either).
+INIT_HOST_BYTES = re.compile(INIT_HOST.pattern.replace(".{0,200}", "[^\n]{0,200}").encode())
+NNODES_MANY_BYTES = re.compile(NNODES_MANY.pattern.encode())
 # The device of a NET channel (`via NET/IB/3/GDRDMA`: 3) over a block; Shape.of checks that it finds in each line
 # the one `feed` reads (parse.net_device), at the same place, and nothing else.
 NET_DEVICE = rb"via NET/[^/\n]{1,64}/%s(\d{1,3})(?![^/\s])"
@@ -435,11 +449,13 @@ class Shape:
         if r.socket_interfaces is not unset or (
             r.nccl_version,
             r.failures,
+            r.warnings,
+            r.rdma_absent,
             r.ofi_provider,
             probe.table,
             probe.avg_count,
             r.peak_busbw_gbps,
-        ) != (blank.nccl_version, blank.failures, blank.ofi_provider, None, 0, None):
+        ) != (blank.nccl_version, blank.failures, blank.warnings, blank.rdma_absent, blank.ofi_provider, None, 0, None):
             return slow
         lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
         if probe.test_ranks:  # a line of nccl-tests' device list (a comment: nothing else): its rank, per line

@@ -31,6 +31,8 @@ def to_json(r: Report) -> dict:
         "env",
         "fewest_nics",
         "fewest_nics_host",
+        "failure_seen",
+        "rdma_absent",
     ):
         d.pop(key)
     return d

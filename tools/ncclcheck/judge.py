@@ -5,7 +5,7 @@ run with GPUDirect RDMA are read off the kinds table (components/fabric/kinds.py
 from __future__ import annotations
 
 from components.fabric.kinds import KINDS, TRANSPORTS
-from tools.ncclcheck.parse import LOCAL, NO_DEBUG, OTHER_PROVIDER, SECTION_BEGIN, Report
+from tools.ncclcheck.parse import IB, LOCAL, NO_DEBUG, OTHER_PROVIDER, ROCE, SECTION_BEGIN, SOCKET, Report
 
 # What --expect accepts: each fabric kind's transport, and `local` for a one-node run (P2P/SHM only).
 EXPECT = (*TRANSPORTS, LOCAL)
@@ -27,6 +27,7 @@ def judge(
     level, `ranks` that must initialise, the `bootstrap` interface, the NICs of the profile's `rails` every process
     must find) and return it."""
     failed: list[str] = []  # the log shows a check failing
+    warned: list[str] = []  # passes, with something to look at
     absent: list[str] = []  # a check asked for whose lines are not in this log
     notes: list[str] = []  # what the log cannot show, not asked for
     if r.unknown_nets and expect:
@@ -36,15 +37,26 @@ def judge(
         )
     elif r.transport_note:
         (absent if expect else notes).append(f"transport: {r.transport_note}")
-    if expect and r.transport != expect and not r.transport_note:
+    if {expect, r.transport} == {IB, ROCE} and not r.link_layers:
+        # NCCL's IB transport drives both; only its NIC list (`NET/IB : Using [0]mlx5_0:1/RoCE`) says which.
+        absent.append(
+            f"link layer: not in this log (NCCL used its IB transport, but no 'NET/IB : Using' line says whether "
+            f"over InfiniBand or RoCE); {expect} cannot be confirmed"
+        )
+    elif expect and r.transport != expect and not r.transport_note:
         if r.fell_back_to_socket and any(i.startswith("net") for i in r.socket_interfaces):
             failed.append(
                 "NCCL used TCP sockets although the pod has secondary networks ("
                 f"{', '.join(i for i in r.socket_interfaces if i.startswith('net'))}): it found no usable "
                 "RDMA device; the RDMA resource is missing from the pod or NCCL_IB_HCA matches no device"
             )
-        elif r.fell_back_to_socket and r.env.get("NCCL_IB_DISABLE") == "1":
+        elif r.transport == SOCKET and r.env.get("NCCL_IB_DISABLE") == "1":
             failed.append("NCCL used TCP sockets because NCCL_IB_DISABLE=1: set it to 0 on RDMA fabrics")
+        elif r.transport == SOCKET and r.env.get("NCCL_NET", "").lower() == "socket":
+            failed.append(
+                f"NCCL used TCP sockets because NCCL_NET={r.env['NCCL_NET']}: set NCCL_NET to the fabric's network "
+                "(IB, or the net plugin's name)"
+            )
         elif r.fell_back_to_socket:
             failed.append(
                 "NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod; "
@@ -62,7 +74,7 @@ def judge(
             )
         else:
             failed.append(f"transport is {r.transport}, expected {expect}: check fabric.kind and NCCL_IB_HCA")
-    if expect in RDMA_TRANSPORTS and r.transport == expect and not r.gdr and not allow_no_gdr:
+    if expect in RDMA_TRANSPORTS and r.transport == expect and r.gdr is not True and not allow_no_gdr:
         if r.net_channels:
             failed.append(
                 "RDMA without GPUDirect (no GDRDMA on the NET channels): data is staged through host "
@@ -80,6 +92,22 @@ def judge(
     if rails is not None:
         _judge_rails(r, rails, failed, absent, notes)
     failed += r.failures
+    # No RDMA device is a failure where RDMA was expected, and where nothing was said about a run that went over the
+    # network; a one-node run or a TCP fabric has none to find.
+    if expect in RDMA_TRANSPORTS or (expect is None and r.transport not in (LOCAL, SOCKET)):
+        failed += r.rdma_absent
+    if r.warnings:
+        quoted = "; ".join(repr(w) for w in r.warnings)
+        if r.avg_busbw_gbps is not None:  # nccl-tests printed its summary: the run went to its end
+            warned.append(
+                f"NCCL warned of what ncclcheck has no rule for, and the run still finished: {quoted}; read the lines "
+                "around it"
+            )
+        else:
+            failed.append(
+                f"NCCL warned of what ncclcheck has no rule for: {quoted}; the run likely failed there (no nccl-tests "
+                "summary follows): read the lines around it"
+            )
     if r.peak_busbw_gbps is None:
         why = "not in this log (no nccl-tests results table: the run stopped before its first size, or the log was cut)"
         if min_busbw is not None:
@@ -106,12 +134,13 @@ def judge(
         and r.peak_busbw_gbps is not None
         and r.peak_busbw_gbps < warn_busbw
     ):
-        r.verdict = "warn"
-        r.reasons = [
+        warned.append(
             f"peak bus bandwidth {r.peak_busbw_gbps:g} GB/s passes the floor but is under "
             f"{warn_busbw:g} GB/s, what healthy links give ({r.peak_busbw_gbps / warn_busbw:.0%}): look "
             "for a slow rail (ibdiagnet, port counters) before production runs"
-        ]
+        )
+    if r.verdict == "pass" and warned:
+        r.verdict, r.reasons = "warn", warned
     return r
 
 

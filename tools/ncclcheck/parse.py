@@ -75,14 +75,15 @@ USING_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.{0,60}?)\s*$")
 OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (\w{1,32})")
 INIT = re.compile(r"rank (\d{1,9}) nranks (\d{1,9}) .*- Init COMPLETE")
 NRANKS = re.compile(r"rank \d{1,9} nranks (\d{1,9})")
-ENV_SET = re.compile(r"(NCCL_\w{1,64}) set by environment to (\S{0,200})")
+# Some releases end the line with a period (`set by environment to 1.`): not part of the value.
+ENV_SET = re.compile(r"(NCCL_\w{1,64}) set by environment to (\S{0,200}?)\.?(?!\S)")
 # nccl-tests: `#  Rank  8 Group  0 Pid     41 on llm-ib-worker-1 device  0 [0x18] NVIDIA H100 80GB HBM3`
 TEST_RANK = re.compile(r"^#\s+Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\b")
 AVG_BUSBW = re.compile(r"# Avg bus bandwidth\s*:\s*(\d{1,9}(?:\.\d{1,9})?)")
 NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,9})?")
 DATATYPE = re.compile(r"[a-z][a-z0-9_]{0,15}")
 
-# (pattern, what it means and which knob fixes it)
+# (pattern, what it means and which knob fixes it). The reason quotes the first line that matched.
 FAILURES = [
     (
         re.compile(r"Watchdog caught collective operation timeout|Timeout|timed out|timeout", re.I),
@@ -95,17 +96,24 @@ FAILURES = [
         "IPC_LOCK/memlock) or /dev/shm; the WARN line before it names the call",
     ),
     (
-        re.compile(r"NET/IB : No device found"),
-        "no RDMA device in the pod: the RDMA resource (rdma/..., nvidia.com/sriov_...) was not requested or "
-        "NCCL_IB_HCA matches no device",
-    ),
-    (
         re.compile(r"Failed to open libibverbs"),
         "the image has no libibverbs (rdma-core): NCCL cannot use IB; use an image with rdma-core",
     ),
     (
         re.compile(r"ibv_reg_mr.*failed|Cannot allocate memory"),
         "memory registration failed: the container lacks IPC_LOCK (memlock limit); add the capability",
+    ),
+    (
+        re.compile(
+            r"\bibv_(?:create_qp|create_cq|alloc_pd|open_device)\b.{0,80}fail|fail.{0,40}\bibv_(?:create_qp|create_cq)"
+        ),
+        "a verbs call that allocates RDMA resources failed (queue pair, completion queue): the locked-memory limit "
+        "(IPC_LOCK) or the device's own limits; add IPC_LOCK and check ulimit -l in the pod",
+    ),
+    (
+        re.compile(r"\bibv_modify_qp\b.{0,80}fail|fail.{0,40}\bibv_modify_qp"),
+        "connecting an RDMA queue pair failed (ibv_modify_qp): on RoCE a GID index without an address of the peers' "
+        "family (NCCL_IB_GID_INDEX, the rail's IP), on IB a port that is down or in another partition",
     ),
     (
         re.compile(r"Bootstrap : no socket interface found"),
@@ -116,13 +124,10 @@ FAILURES = [
         "/dev/shm is too small: mount a memory-backed emptyDir with a larger sizeLimit",
     ),
     (
-        re.compile(r"Got completion (?:from peer .{0,80})?with (?:error|status)"),
-        "an RDMA work request completed with an error (status 12: retry count exceeded): a link flapped, the RoCE "
-        "fabric dropped packets (PFC/ECN) or the peers' GIDs do not match; check the port counters and "
-        "NCCL_IB_GID_INDEX / NCCL_IB_TC",
-    ),
-    (
-        re.compile(r"NET/OFI .{0,80}fi_getinfo\(\) call failed|NET/OFI Couldn't open"),
+        re.compile(
+            r"NET/OFI .{0,120}(?:fi_getinfo\(\) call failed|Creating new endpoint.{0,120}failed)"
+            r"|NET/OFI Couldn't open|provider efa output empty list"
+        ),
         "aws-ofi-nccl found no usable EFA device: the pod lacks the vpc.amazonaws.com/efa resource (and with it "
         "/dev/infiniband)",
     ),
@@ -130,8 +135,54 @@ FAILURES = [
         re.compile(r"Test (?:NCCL |CUDA )?failure"),
         "nccl-tests stopped on an error (the line names the NCCL or CUDA call): the results table is incomplete",
     ),
+    (
+        re.compile(r"[Cc]ollective mismatch|Mismatched collective|op mismatch"),
+        "ranks called different collectives (or the same one with other sizes) at the same step: a program bug, or "
+        "ranks out of step after one failed; the run is stuck or wrong, not slow",
+    ),
+    (
+        re.compile(r"Cuda failure|ncclUnhandledCudaError|unhandled cuda error"),
+        "a CUDA call failed inside NCCL (the quoted error names it: out of memory, an initialization error when the "
+        "pod does not see its GPUs, an operation not permitted for NVLS/multicast without the fabric manager or IMEX)",
+    ),
+    (
+        re.compile(r"socketStartConnect|socketFinalizeAccept|socketPollConnect|Connection refused|Connection reset"),
+        "a TCP connection between ranks failed or was answered by something else (bootstrap or the socket "
+        "transport): NCCL_SOCKET_IFNAME picked an interface that does not route between the pods (a link-local or "
+        "another job's address), or a firewall; name the routed interface",
+    ),
 ]
-FAILURE_HINT = re.compile(r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left")
+# Failures that only say the node has no RDMA device for NCCL: a failure where RDMA was expected, nothing on a
+# one-node run or a TCP fabric (NCCL probes IB first everywhere).
+RDMA_ABSENT = [
+    (
+        re.compile(r"NET/IB : No device found"),
+        "no RDMA device in the pod: the RDMA resource (rdma/..., nvidia.com/sriov_...) was not requested or "
+        "NCCL_IB_HCA matches no device",
+    ),
+]
+# ibv_wc_status (rdma-core libibverbs/verbs.h, enum ibv_wc_status): what a completion error's number means.
+WC_STATUS = {
+    4: "local protection error (4): the NIC could not access the buffer it was given, usually GPU memory "
+    "GPUDirect cannot map (nvidia-peermem or dmabuf missing or broken: set gpu.gpuDirect, or try "
+    "NCCL_NET_GDR_LEVEL=LOC to confirm)",
+    5: "work request flushed (5): the queue pair was already in error after an earlier failure; the first error "
+    "on the peer or on this rank is the cause",
+    10: "remote access error (10): the peer refused the RDMA write (its memory registration is gone: the peer "
+    "crashed or restarted)",
+    12: "transport retry count exceeded (12): the peer never acknowledged: a link flapped, the RoCE fabric dropped "
+    "packets (PFC/ECN) or the peers' GIDs do not match; check the port counters and NCCL_IB_GID_INDEX / NCCL_IB_TC",
+    13: "receiver-not-ready retry count exceeded (13): the peer stopped posting receives (it hung or crashed)",
+}
+COMPLETION = re.compile(r"Got completion (?:from peer .{0,80})?with (?:error|status)[ =:]*(\d{1,3})?")
+# An NCCL WARN line: its text, quoted in the reasons when no pattern above knows it.
+WARN_TEXT = re.compile(r"NCCL WARN (.{1,200})")
+MAX_WARNINGS = 5
+QUOTE = 160  # characters of a log line quoted in a reason
+FAILURE_HINT = re.compile(
+    r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left|ismatch|socket|empty list"
+    r"|Connection"
+)
 
 NO_DEBUG = "run with NCCL_DEBUG=INFO"
 # The transports the NET modules give, as the kinds table names them (a renamed one fails the type check here).
@@ -149,10 +200,27 @@ OTHER_PROVIDER = "libfabric/"
 EFA_PROVIDER = "efa"  # libfabric's name for its EFA provider
 
 
+def _same_warning(a: str, b: str) -> bool:
+    """The same WARN from another rank or peer: equal once numbers are left out."""
+    return re.sub(r"\d+", "", a) == re.sub(r"\d+", "", b)
+
+
+# The host of an init line that each process prints (`Using network`, `NET/IB : Using`, `Init COMPLETE`): two hosts
+# make a multi-node run. Unanchored, so that prefixes (timestamps, mpirun's `[1,0]<stdout>:`) do not hide it.
+INIT_HOST = re.compile(
+    r"([^\s:\[\]<>]{1,253}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL INFO "
+    r"(?:Using (?:internal )?[Nn]etwork|NET/IB : Using|.{0,200}Init COMPLETE)"
+)
+
+
+# A communicator's node count (`comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8`, NCCL 2.19 on): more than one.
+NNODES_MANY = re.compile(r"\bnNodes (?:[2-9]|[1-9]\d{1,6})\b")
+
+
 @dataclass
 class Report:
     transport: str = "unknown"  # ib, roce, efa, socket, local (single node: P2P/SHM only), unknown
-    gdr: bool = False
+    gdr: bool | None = None  # GDRDMA on the NET channel lines; None: the log has no NET channel line to show it
     fell_back_to_socket: bool = False
     nranks: int | None = None
     init_complete: int = 0
@@ -165,7 +233,8 @@ class Report:
     link_layers: list[str] = field(default_factory=list)  # of the verbs devices NCCL listed: IB, RoCE
     nics: list[str] = field(default_factory=list)  # the longest NIC list one process printed, `device:port`
     net_devices: list[int] | None = None  # NET device indices the channel lines used; None: not read
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # what each known failure means, quoting its first line
+    warnings: list[str] = field(default_factory=list)  # NCCL WARN lines no pattern knows, distinct, the first few
     verdict: str = "fail"  # pass, warn, fail, incomplete
     reasons: list[str] = field(default_factory=list)
     not_in_log: list[str] = field(default_factory=list)  # what this log cannot show, asked for or not
@@ -181,6 +250,9 @@ class Report:
     env: dict[str, str] = field(default_factory=dict)
     fewest_nics: list[str] | None = None  # the shortest NIC list one process printed; None: no process printed one
     fewest_nics_host: str = ""  # the host of the process that printed it
+    multi_host: bool = False  # NCCL init lines of two hosts or more (a multi-node run, whatever its channels show)
+    rdma_absent: list[str] = field(default_factory=list)  # RDMA_ABSENT meanings seen, quoting their first line
+    failure_seen: set[str] = field(default_factory=set)  # meanings already reported (each once)
 
 
 def strip_prefix(line: str) -> str:
@@ -244,6 +316,7 @@ class Parser:
         self.net_devices: set[int] = set()  # at most 1000: three digits
         self.bootstrap: list[str] = []  # interfaces in the order first seen (a list: bounded, added in order)
         self.complete: set[int] = set()
+        self.hosts: set[str] = set()  # at most 2: only whether there are several counts
         self.test_ranks: set[int] = set()
         self.table: tuple[int, list[int]] | None = None  # columns of the nccl-tests header, busbw positions
         self.avg_sum = 0.0
@@ -264,13 +337,61 @@ class Parser:
         if first.isdigit():
             self._result_row(line)
         if FAILURE_HINT.search(line):
-            for pattern, meaning in FAILURES:
-                if meaning not in r.failures and pattern.search(line):
-                    r.failures.append(meaning)
+            self._failure(line)
+        if not r.multi_host and "NCCL INFO" in line and ("Using" in line or "COMPLETE" in line or "nNodes" in line):
+            self._host(raw)
+
+    def _failure(self, line: str) -> None:
+        """What a line that may tell of a failure tells: a known failure (once, with the first line that showed
+        it), an RDMA device that is absent, or an NCCL WARN no pattern knows (quoted, the first few distinct)."""
+        r = self.r
+
+        def quote(start: int) -> str:
+            # From the WARN that holds the match (a line may hold several, glued), else from the match.
+            warn = line.rfind("NCCL WARN", 0, start + 1)
+            return repr(line[warn if warn >= 0 else start :].strip()[:QUOTE])
+
+        known = False
+        for pattern, meaning in FAILURES:
+            if found := pattern.search(line):
+                known = True
+                if meaning not in r.failure_seen:
+                    r.failure_seen.add(meaning)
+                    r.failures.append(f"{meaning} (log: {quote(found.start())})")
+        if "completion" in line and (m := COMPLETION.search(line)):
+            known = True
+            code = int(m.group(1)) if m.group(1) else None
+            meaning = "an RDMA work request completed with an error: " + WC_STATUS.get(
+                code, f"status {code if code is not None else 'not shown'}: look it up in ibv_wc_status"
+            )
+            if meaning not in r.failure_seen:
+                r.failure_seen.add(meaning)
+                r.failures.append(f"{meaning} (log: {quote(m.start())})")
+        for pattern, meaning in RDMA_ABSENT:
+            if found := pattern.search(line):
+                known = True
+                if meaning not in r.failure_seen:
+                    r.failure_seen.add(meaning)
+                    r.rdma_absent.append(f"{meaning} (log: {quote(found.start())})")
+        if not known and "NCCL WARN" in line and (m := WARN_TEXT.search(line)):
+            text = m.group(1).strip()
+            if len(r.warnings) < MAX_WARNINGS and not any(_same_warning(text, w) for w in r.warnings):
+                r.warnings.append(text)
+
+    def _host(self, raw: str) -> None:
+        if (m := INIT_HOST.search(raw)) is not None:
+            self.hosts.add(m.group(1))
+            self.r.multi_host = len(self.hosts) > 1
+        if "nNodes" in raw and NNODES_MANY.search(raw):
+            self.r.multi_host = True
 
     def _nccl(self, line: str) -> None:
         r = self.r
-        if " NCCL INFO " in line or " NCCL WARN " in line or line.startswith("NCCL version"):
+        if (
+            " NCCL INFO " in line
+            or " NCCL WARN " in line
+            or line.startswith(("NCCL version", "NCCL INFO", "NCCL WARN"))
+        ):
             r.nccl_lines += 1
         if not r.nccl_version and (m := VERSION.search(line)):
             r.nccl_version = m.group(1)
@@ -287,6 +408,8 @@ class Parser:
         if "NET/IB" in line:
             self.link_layers.update(LINK_LAYER.findall(line))
             self._nic_line(line)
+            if "NCCL WARN NET/IB : " in line:  # the IB transport's own error: a connection went over it
+                self._network("IB")
         if "etwork" in line and (m := USING_NETWORK.search(line)):
             self._network(m.group(1))
         if "NET/Socket : Using" in line and (m := NET_SOCKET_USING.search(line)):
@@ -379,10 +502,18 @@ class Parser:
         # Channel lines say what each connection used; "Using network" only what was picked, so it counts for logs
         # without them. A one-node run picks a network at init (IB, or Socket where there is no HCA) and then
         # connects every channel over P2P/SHM: that is a local run, not an IB run nor a fallback.
-        names = channel_nets if self.channels else self.networks
+        # A multi-node run whose excerpt holds only its P2P/SHM channel lines (one node's) used the network it picked:
+        # its `Using network` lines (or, without them, the NICs its IB transport listed) say which.
+        local_only = bool(self.channels) and not channel_nets
+        names = channel_nets if self.channels and not (local_only and r.multi_host) else self.networks
+        if local_only and r.multi_host and not names and self.link_layers:
+            names = {"IB"}
         families = {net_family(n) for n in names}
-        r.fell_back_to_socket = "socket" in families or ("Socket" in self.networks and not self.channels)
-        if r.fell_back_to_socket:
+        chosen = r.env.get("NCCL_IB_DISABLE") == "1" or r.env.get("NCCL_NET", "").lower() == "socket"
+        socket = "socket" in families or ("Socket" in self.networks and not self.channels)
+        # Sockets someone chose (NCCL_NET=Socket, NCCL_IB_DISABLE=1) are no fallback.
+        r.fell_back_to_socket = socket and not chosen
+        if socket:
             r.transport = SOCKET
         elif PLUGIN in families:
             r.transport = min(PLUGIN_TRANSPORTS[n.lower()] for n in names if n.lower() in PLUGIN_TRANSPORTS)
@@ -396,15 +527,21 @@ class Parser:
             r.transport_note = (
                 f"unknown (NET/{', NET/'.join(r.unknown_nets)}: a network module ncclcheck does not know)"
             )
-        elif self.channels:
+        elif self.channels and not r.multi_host:
             r.transport = LOCAL
+        elif self.channels:
+            r.transport_note = (
+                "unknown (a multi-node run whose lines here show only its P2P/SHM channels and no 'Using network' "
+                "line: run with NCCL_DEBUG_SUBSYS=INIT,NET)"
+            )
         elif not r.nccl_lines:
             r.transport_note = f"unknown ({NO_DEBUG})"
         else:
             r.transport_note = (
                 "unknown (no channel or 'Using network' lines: run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"
             )
-        r.gdr = any(c.endswith("GDRDMA") for c in self.channels if c.startswith("NET/"))
+        net = [c for c in self.channels if c.startswith("NET/")]
+        r.gdr = any(c.endswith("GDRDMA") for c in net) if net else None
         return r
 
 

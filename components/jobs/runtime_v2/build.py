@@ -79,6 +79,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 JOB_NAME_ENV = "FASTPATH_TRAINJOB"
 
 
+# On a ClusterTrainingRuntime: the namespaces a TrainJob naming it must run in (comma-separated). Elsewhere its
+# pods find no network attachment and no checkpoint claim and never start; the policy pack reads it.
+SERVED_NAMESPACES = "fastpath.dev/namespaces"
+
 @dataclass(frozen=True)
 class NodeShape:
     """What every training node of a runtime is: the fabric wiring, sizing and placement. Resolved by the caller
@@ -119,6 +123,9 @@ class NodeShape:
     run as."""
     launcher_extra_env: Mapping[str, str] = field(default_factory=dict)
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
+    """The namespaces whose network attachments, claims and preflight the pods rely on (Multus and the volumes are
+    resolved in the TrainJob's namespace), stated on the runtime as SERVED_NAMESPACES for the linter."""
     """Annotations beside the fabric's (fastpath.dev/primary-interface when the pod's primary is not eth0)."""
 
 
@@ -434,6 +441,8 @@ def cluster_training_runtime(
     template["spec"] = template_spec
     spec["template"] = template
     metadata: dict = {"name": name, "labels": {"trainer.kubeflow.org/framework": framework, **(labels or {})}}
+    if node.namespaces:
+        metadata["annotations"] = {SERVED_NAMESPACES: ",".join(node.namespaces)}
     return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": metadata, "spec": spec}
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 from components.fabric.wiring import PLATFORM_OWNED, POD_NETWORK_ANNOTATIONS
-from components.jobs.runtime_v2.build import GPU_RESOURCE
+from components.jobs.launchers import launcher_in
+from components.jobs.runtime_v2.build import GPU_RESOURCE, SERVED_NAMESPACES
 from components.jobs.runtime_v2.controller import (
     NODE,
     TRAINER,
@@ -38,6 +39,89 @@ def _fabric_resources(resources: dict) -> dict:
 
 def _capabilities(container: dict) -> list[str]:
     return ((container.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+
+
+def _launcher_problems(where: str, trainer: dict, runtime: dict) -> list[str]:
+    """A TrainJob command that starts a launcher its runtime's plugin does not wire. The torch plugin gives each
+    node torchrun's rendezvous as PET_* env (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go),
+    which deepspeed, accelerate, mpirun or srun do not read: each would start its own process tree on one node's
+    view. The MPI plugin runs the command on the launcher pod and hands mpirun the hostfile
+    (plugins/mpi/mpi.go): torchrun or deepspeed there run on the launcher alone, without the nodes' GPUs."""
+    command = trainer.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(w, str) for w in command):
+        return []
+    words = [*command, *(a for a in trainer.get("args") or [] if isinstance(a, str))]
+    if words[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and "-c" in words[:3]:
+        script = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+        words = script.split() or words
+    found = launcher_in(words)
+    policy = runtime["spec"].get("mlPolicy") or {}
+    if found is None:
+        return []
+    if "torch" in policy and found != "torchrun":
+        return [
+            f"{where}: spec.trainer.command starts {found} on a torch runtime, whose controller wires torchrun "
+            f"(PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR): {found} ignores them and starts its own "
+            "processes per node; start the script with torchrun (DeepSpeed and Accelerate both run under it) or use "
+            "an MPI runtime"
+        ]
+    if "mpi" in policy and found != "mpirun":
+        return [
+            f"{where}: spec.trainer.command starts {found} on an MPI runtime, which runs the command on its "
+            f"launcher and reaches the nodes through mpirun's hostfile: {found} would run on the launcher alone; "
+            "give the mpirun command line, or use a torch runtime"
+        ]
+    return []
+
+
+def _partial_node_problems(where: str, asked_resources: dict, runtime: dict, asked: int, rt_gpus: int) -> list[str]:
+    """A TrainJob that takes part of a node's GPUs but keeps the runtime's CPU and memory requests: resourcesPerNode
+    merges per resource name (kubeflow/trainer@v2.3.0:pkg/util/trainingruntime/trainingruntime.go
+    MergeResourceRequirements), so the pod still asks for the whole node's share and the node's other GPUs can take
+    no other pod."""
+    node = next(
+        (
+            c.get("resources") or {}
+            for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+            if r["name"] == NODE or ancestor_of(r) == TRAINER
+            for c in named_containers(r["template"]["spec"]["template"]["spec"], NODE)
+        ),
+        {},
+    )
+    out = []
+    pod = next(
+        (
+            r["template"]["spec"]["template"]["spec"]
+            for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+            if r["name"] == NODE or ancestor_of(r) == TRAINER
+        ),
+        {},
+    )
+    for init in pod.get("initContainers") or []:
+        held = gpus_per_node(init.get("resources") or {})
+        if init.get("restartPolicy") != "Always" and held > asked:
+            # A pod's effective request is the larger of its app containers' sum and each init container's
+            # (kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go PodRequests,
+            # AggregateContainerRequests): the node's GPUs stay the pod's whole.
+            out.append(
+                f"{where}: spec.trainer.resourcesPerNode asks {asked} of the runtime's {rt_gpus} GPUs, but the "
+                f"runtime's init container {init.get('name')} requests {held}: the pod's effective request is the "
+                f"larger, so each pod still holds {held} GPUs; this runtime serves whole nodes (use "
+                f"numNodes, or a runtime made for {asked}-GPU pods)"
+            )
+    for resource in ("cpu", "memory"):
+        kept = (node.get("requests") or {}).get(resource)
+        if kept is None or any(resource in (asked_resources.get(p) or {}) for p in ("requests", "limits")):
+            continue
+        share = quantity(kept) * asked / rt_gpus
+        shown = f"{int(share)}" if resource == "cpu" else f"{int(share / 2**30)}Gi"
+        out.append(
+            f"{where}: spec.trainer.resourcesPerNode asks {asked} of the runtime's {rt_gpus} GPUs but keeps its "
+            f"{resource} request {kept} (resourcesPerNode merges per key): each pod holds the {resource} of a "
+            f"whole node, so the node's other {rt_gpus - asked} GPUs stay idle; set {resource} in "
+            f"resourcesPerNode too (its share: {shown}), requests and limits"
+        )
+    return out
 
 
 def override_problems(train_job: dict, runtime: dict, derived: dict | None = None) -> list[str]:
@@ -65,6 +149,17 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
                 f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
                 f"numProcPerNode"
             )
+        elif rt_gpus and 0 < (asked := gpus_per_node(trainer["resourcesPerNode"])) < rt_gpus:
+            found += _partial_node_problems(where, trainer["resourcesPerNode"], runtime, asked, rt_gpus)
+    found += _launcher_problems(where, trainer, runtime)
+    served = ((runtime.get("metadata") or {}).get("annotations") or {}).get(SERVED_NAMESPACES)
+    namespace = (train_job.get("metadata") or {}).get("namespace") or "default"
+    if isinstance(served, str) and served and namespace not in served.split(","):
+        found.append(
+            f"{where}: runs in namespace {namespace}, which {runtime['metadata']['name']} does not serve "
+            f"({served}): its pods would find no network attachment and no checkpoint claim there and never "
+            "start; create it in one of those, or add the namespace to the stack's trainingNamespaces"
+        )
     derived = derived if derived is not None else effective_jobset(train_job, runtime)
     for original, rjob in zip(
         runtime["spec"]["template"]["spec"]["replicatedJobs"], derived["jobset"]["replicatedJobs"], strict=True
