@@ -215,6 +215,83 @@ def read(paths: list[Path], plain: bool = False) -> Loaded:
     return Loaded(objects, unreadable, plain)
 
 
+def _content(body: str) -> bool:
+    return any(ln.strip() and not ln.lstrip().startswith(("#", "%")) for ln in body.splitlines())
+
+
+def _marker(line: bytes) -> bytes | None:
+    if line[:3] in (b"---", b"...") and (len(line) == 3 or line[3:4] in (b" ", b"\t", b"\r", b"\n")):
+        return line[:3]
+    return None
+
+
+def stream_documents(lines: Iterator[bytes]) -> Iterator[tuple[int, str, int | None]]:
+    """`_chunks` of a UTF-8 file read line by line: (first line, text, offset in the text of the file's first byte
+    that is not UTF-8, when this document holds it) for each document with content, holding one document at a
+    time. Split and decoded as `_decode` then `_chunks` do the whole text (tests/test_lint.py holds them equal)."""
+    parts: list[str] = []
+    size, start, bad, bad_at = 0, 0, False, None
+    for index, raw in enumerate(lines):
+        line = raw[3:] if index == 0 and raw.startswith(b"\xef\xbb\xbf") else raw
+        marker = _marker(line)
+        if marker is not None:
+            body = "".join(parts)
+            if _content(body):
+                yield start, body, bad_at
+            if marker == b"...":  # the rest of its line belongs to no document, but its bytes count
+                try:
+                    line[3:].decode("utf-8")
+                except UnicodeDecodeError:
+                    bad = True
+            rest = line[3:] if marker == b"---" else (b"\n" if line.endswith(b"\n") else b"")
+            parts, size, start, bad_at = [], 0, index, None
+            line = rest
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            text = line[: err.start].decode("utf-8") + line[err.start :].decode("utf-8", "replace")
+            if not bad:
+                bad, bad_at = True, size + len(line[: err.start].decode("utf-8"))
+        parts.append(text)
+        size += len(text)
+    body = "".join(parts)
+    if _content(body):
+        yield start, body, bad_at
+
+
+def iter_read(
+    paths: list[Path], plain: bool = False, stdin: bytes | None = None, select: Any = None
+) -> Iterator[tuple[Path, int, dict] | Unreadable]:
+    """`read`, one document at a time: memory holds a document, not the files. `stdin`: the bytes `-` stands for
+    (read once by the caller, so that a second pass sees them again). `select(text)`: parse only the documents
+    whose text it accepts (a cheap first pass); the others are skipped, their problems unreported."""
+    for f in _files(paths):
+        if str(f) == "-":
+            text, bad_at = _decode(stdin if stdin is not None else sys.stdin.buffer.read())
+            yield from _select(read_text(f, text, bad_at, plain), select)
+            continue
+        if not f.exists():
+            yield Unreadable(f, None, None, "no such file or folder")
+            continue
+        try:
+            with open(f, "rb") as handle:
+                if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: decoded whole, as `read` does
+                    text, bad_at = _decode(f.read_bytes())
+                    yield from _select(read_text(f, text, bad_at, plain), select)
+                    continue
+                handle.seek(0)
+                for number, (first_line, body, bad_at) in enumerate(stream_documents(iter(handle)), 1):
+                    if select is None or select(body):
+                        yield from _parse(f, number, first_line, body, bad_at, 0, plain)
+        except OSError as err:
+            yield Unreadable(f, None, None, f"cannot read: {err.strerror or err}")
+
+
+def _select(loaded: Loaded, select: Any) -> Iterator[tuple[Path, int, dict] | Unreadable]:
+    yield from loaded.unreadable if select is None else ()
+    yield from loaded.objects
+
+
 def load(paths: list[Path]) -> list[tuple[Path, dict]]:
     """(file, object) for every Kubernetes object in `paths`; raises ManifestError if any document is
     unreadable."""
