@@ -670,10 +670,23 @@ def test_streamed_documents_are_the_whole_files_documents(tmp_path):
     `...`)."""
     files = sorted(ROOT.glob("tests/**/*.yaml")) + sorted(ROOT.glob("rendered/*/manifests.yaml"))
     pieces = [
-        b"---\n", b"--- # c\n", b"--- {kind: Pod, metadata: {name: inline}}\n", b"...\n", b"... \xff\n", b"---\r\n",
-        b"# only a comment\n", b"%YAML 1.2\n", b"kind: ConfigMap\nmetadata: {name: a}\n", b"data: {k: v}\n",
-        b"kind: Pod\r\nmetadata: {name: \xc3\xa9}\r\n", b"kind: Pod\nmetadata: {name: \xff}\n", b"  x: ---\n",
-        b"----\n", b"kind: List\nitems: [{kind: Pod, metadata: {name: i}}]\n", b"bad: [\n", b"\n",
+        b"---\n",
+        b"--- # c\n",
+        b"--- {kind: Pod, metadata: {name: inline}}\n",
+        b"...\n",
+        b"... \xff\n",
+        b"---\r\n",
+        b"# only a comment\n",
+        b"%YAML 1.2\n",
+        b"kind: ConfigMap\nmetadata: {name: a}\n",
+        b"data: {k: v}\n",
+        b"kind: Pod\r\nmetadata: {name: \xc3\xa9}\r\n",
+        b"kind: Pod\nmetadata: {name: \xff}\n",
+        b"  x: ---\n",
+        b"----\n",
+        b"kind: List\nitems: [{kind: Pod, metadata: {name: i}}]\n",
+        b"bad: [\n",
+        b"\n",
     ]
     rng = random.Random(7)
     for i in range(300):

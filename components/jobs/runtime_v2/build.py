@@ -83,6 +83,7 @@ JOB_NAME_ENV = "FASTPATH_TRAINJOB"
 # pods find no network attachment and no checkpoint claim and never start; the policy pack reads it.
 SERVED_NAMESPACES = "fastpath.dev/namespaces"
 
+
 @dataclass(frozen=True)
 class NodeShape:
     """What every training node of a runtime is: the fabric wiring, sizing and placement. Resolved by the caller
