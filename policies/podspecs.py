@@ -299,9 +299,9 @@ def _replica_specs(r: _Reader, spec: dict, key: str) -> list[PodTemplate]:
 def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None) -> list[PodTemplate]:
     out = []
     before = {
-        d.get("name")
+        str(d.get("name"))
         for rj in r.mappings(jobs, base)
-        for d in (rj.get("dependsOn") if isinstance(rj.get("dependsOn"), list) else [])
+        for d in (rj["dependsOn"] if isinstance(rj.get("dependsOn"), list) else [])
         if isinstance(d, dict) and d.get("status") == "Complete"
     }
     for i, rj in enumerate(r.mappings(jobs, base)):
@@ -315,7 +315,7 @@ def _jobset_jobs(r: _Reader, jobs: Any, base: str, num_nodes: int | None = None)
         tpls = r.template(
             job_spec.get("template"), rj.get("name", str(i)), replicas, f"{base}[{i}].template.spec.template"
         )
-        out += [replace(t, precedes=True) for t in tpls] if rj.get("name") in before else tpls
+        out += [replace(t, precedes=True) for t in tpls] if str(rj.get("name")) in before else tpls
     return out
 
 

@@ -78,7 +78,9 @@ def within(modules: set[str], *prefixes: str) -> set[str]:
         # A job is described without a cluster: judging it against one is the job side's (jobs.checks).
         ("model.job", {"model.base", "fabric.nccl", "k8s_syntax"}),
         # What stack.py runs on every job: the checks know no builder, so loading a stack builds nothing.
-        ("jobs.checks", {"jobs.sizing", "fabric.nccl", "fabric.wiring", "model.base", "model.config", "model.job", "model.profile"}),
+        ("jobs.checks", {"jobs.launchers", "jobs.sizing", "fabric.nccl", "fabric.wiring", "model.base", "model.config", "model.job", "model.profile"}),
+        ("jobs.launchers", set()),  # which launcher a command starts: words only
+        ("platform.shares", set()),  # Volcano's deserved shares: arithmetic on queues, read by jobs and the render
         ("jobs.shell", set()),  # the shell programs' loader reads files, nothing of fastpath's
         # The impact model is a pure function of two states: it reads no builder and no config.
         ("impact.model", {"impact.state"}),

@@ -61,7 +61,9 @@ def test_bad_stack_exits_2_with_key_path_and_registers_nothing(tmp_path, monkeyp
     res = cli("--stack", "broken", "--stacks-dir", str(tmp_path))
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
-    assert "stacks/Pulumi.broken.yaml: fastpath:platform.gpu.perNode: Input should be a valid integer" in lines[0]
+    # The file actually read is named, not the default folder's (issue 20: --stacks-dir errors named stacks/).
+    assert f"{tmp_path}/Pulumi.broken.yaml: fastpath:platform.gpu.perNode: Input should be a valid integer" in lines[0]
+    assert "stacks/Pulumi.broken.yaml" not in res.stderr
     assert any("fastpath:platform.fabric.rails[2].hca: Field required" in line for line in lines)
     assert any("fastpath:platform.fabric.rails[2].hcaa: unknown key" in line for line in lines)
     assert "Traceback" not in res.stderr

@@ -305,7 +305,9 @@ def test_runtimes_are_one_per_framework_and_tier(rendered):
         "fastpath-mpi-acceptance": "training-standard",  # the fabric acceptance's (acceptance.enabled on jobApi v2)
     }
     for o in objs:
-        assert o["spec"]["template"]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "research"}
+        # No queue on the runtime: each namespace's annotation puts a TrainJob's gang in its queue (test_volcano.py).
+        assert "metadata" not in o["spec"]["template"]
+        assert o["metadata"]["annotations"] == {"fastpath.dev/namespaces": "training,research"}
         assert o["spec"]["podGroupPolicy"] == {"volcano": {}}
         assert o["metadata"]["labels"]["trainer.kubeflow.org/framework"] in ("torch", "mpi", "plain")
         # Validation on: a runtime without a `node` container is refused by the webhook, not at the first run.

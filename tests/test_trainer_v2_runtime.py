@@ -265,7 +265,8 @@ OVERRIDES = [
         "limits.rdma/shared_rail0 to 0",
         2,
     ),  # and requests 1 != limits 0
-    ("gpu-limit-only", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 4}}), "nvidia.com/gpu requests 8 and limits 4", 1),
+    # Also named: the preflight still holds 8 GPUs, and the node's CPU and memory stay the pod's (test_lint_field.py).
+    ("gpu-limit-only", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"nvidia.com/gpu": 4}}), "nvidia.com/gpu requests 8 and limits 4", 4),
     ("no-gpu-in-resources", train_job("llama", "fastpath-torch", resources_per_node={"limits": {"cpu": 100}, "requests": {"cpu": 100}}), "one process per node", 1),
     (
         "memory-under-shm",

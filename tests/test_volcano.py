@@ -5,11 +5,11 @@ import yaml
 
 from components.jobs.runtime_v2.controller import effective_jobset
 from components.model.config import PlatformConfig
-from components.platform import volcano
+from components.platform import shares, volcano
 from components.platform.component import training_namespaces
 from tests.conftest import stack_platform
 from tests.helpers import cfg, stack_raw
-from tools import upstream
+from tools import render, upstream
 
 
 def scheduler_conf(platform) -> dict:
@@ -133,3 +133,51 @@ def test_namespace_queues_default_to_the_default_queue():
         "training": "production",
         "research": "research",
     }
+
+
+# ------------------------------------------------------------------------------- deserved shares on a full cluster
+# volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/proportion/proportion.go OnSessionOpen (the water-filling of
+# `deserved`), AllocatableFn and PreemptiveFn (allocated + request <= deserved, strict): shares.py restates them.
+PROD_IB = [shares.Queue("research", 3, 192), shares.Queue("production", 5, None), shares.Queue("eval", 1, 32)]
+
+
+@pytest.mark.parametrize(
+    ("queues", "requests", "want"),
+    [
+        # Every queue asks for more than the cluster: weights split it, no cap binds.
+        (PROD_IB, None, {"research": 256 * 3 / 9, "production": 256 * 5 / 9, "eval": 256 / 9}),
+        # Only two queues have jobs: the third takes no part.
+        (PROD_IB, {"research": 1e9, "production": 1e9}, {"research": 96, "production": 160, "eval": 0}),
+        # A capability caps a share; what it leaves goes to the others in later rounds, up to their caps.
+        (PROD_IB, {"research": 1e9, "eval": 1e9}, {"research": 192, "production": 0, "eval": 32}),
+        (PROD_IB, {"production": 1e9, "eval": 1e9}, {"research": 0, "production": 224, "eval": 32}),
+        # A queue asking less than its weight's part gets its request; the rest goes to the others, up to their caps.
+        (PROD_IB, {"research": 16, "production": 1e9, "eval": 1e9}, {"research": 16, "production": 256 - 16 - 32, "eval": 32}),
+    ],
+)
+def test_deserved_shares(queues, requests, want):
+    got = shares.deserved(queues, 256, requests)
+    assert got == pytest.approx(want)
+
+
+def test_a_gang_larger_than_its_queues_share_never_starts_on_a_full_cluster_and_the_fix_is_named():
+    assert shares.full_cluster(PROD_IB, 256, "research", 85).starts
+    big = shares.full_cluster(PROD_IB, 256, "research", 86)  # 86 > 85.33: AllocatableFn's comparison is strict
+    assert not big.starts and "a weight of 4 for research" in str(big)
+    assert shares.deserved([*PROD_IB[1:], shares.Queue("research", 4, 192)], 256)["research"] >= 86
+    assert "raise eval's gpus to 40" in str(shares.full_cluster(PROD_IB, 256, "eval", 40))
+
+
+def test_the_render_says_per_job_whether_its_gang_starts_on_a_full_cluster(rendered, caplog):
+    """Every stack job's contract says it (SUMMARY.md's job table shows it); a job that never starts while every
+    queue has jobs is warned at preview with the weight that would fix it."""
+    for stack_name in ("prod-ib", "prod-v2"):
+        for name, contract in rendered(stack_name).run.outputs["jobs"].items():
+            assert contract["fullCluster"].startswith("starts: "), (stack_name, name, contract["fullCluster"])
+        assert "| fullCluster | starts: " in rendered(stack_name).files["SUMMARY.md"]
+    raw = stack_raw("prod-ib")
+    job = next(j for j in raw["jobs"] if j["name"] == "resnet-horovod")
+    caplog.set_level("WARNING")
+    render.run_program("prod-ib", extra_config={"fastpath:jobs": [{**job, "nodes": 11}, *[j for j in raw["jobs"] if j is not job]]})
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("job resnet-horovod: its gang never while every queue has jobs: 88 GPUs over research's share of 85.33" in w and "a weight of 4 for research" in w for w in warned), warned

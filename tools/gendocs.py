@@ -156,6 +156,36 @@ def _areas(rules: list[Rule]) -> list[str]:
     return lines
 
 
+# Where a rule's reach was debatable on real manifests (issue 20's field corpora), the choice and why.
+SCOPE = [
+    "## Scope decisions",
+    "",
+    "Real manifests nobody here wrote (tests/lint_corpus/field/, judged by hand first) put a few rules' reach in "
+    "question. The choices:",
+    "",
+    "- NCCL rules (`nccl-net-set`, `nccl-ib-hca`) judge pods that run NCCL: the workload requests GPUs, or the pod "
+    "sets an NCCL_* variable, and the pod is not an RDMA test tool's (perftest, rping, `ib_write_bw`). "
+    "`nccl-ib-enabled` judges every RDMA pod that sets NCCL variables, whatever else it runs.",
+    "- `nccl-net-set` stays mandatory on vendors' working examples: they work while the RDMA device is there; the "
+    "rule is about the day it is not, when NCCL falls back to TCP without a word.",
+    "- `rdma-ipc-lock` applies to EFA as to InfiniBand and RoCE: libfabric's EFA provider registers memory "
+    "through the same verbs call, and a node image's unlimited memlock is the node's choice, not the pod's; the "
+    "capability states the pod's need.",
+    "- `clean-pod-policy` applies to CPU jobs too: a finished job's Running pods hold their CPUs and memory.",
+    "- Gang and checkpoint rules judge GPU workloads: a CPU job's partial start holds no GPUs.",
+    "- Images: the rules judge what is applied. A kustomize base whose images an overlay pins is linted as its "
+    "overlay renders it (`kustomize build overlay | python -m tools.lint -`); the base alone reads as unpinned. A "
+    "tag without a digit (`openmpi`, `slim`) is a name rebuilt in place: unpinned. An upper-case image name "
+    "(`PLACEHOLDER`) or an angle-bracket slot is a placeholder: `judgeable`.",
+    "- Host-network pods of a GPU workload, diagnostic pods included, need ClusterFirstWithHostNet "
+    "(`hostnetwork-dns`): a pod that resolves no cluster name can say so with dnsPolicy Default.",
+    "- Gang schedulers recognised: Volcano (its Job's minAvailable 0 is every task's replicas, the webhook's default), "
+    "Kueue (queue label, an AppWrapper's for what it wraps), the KAI Scheduler (schedulerName), a TrainJob runtime's "
+    "podGroupPolicy.",
+    "",
+]
+
+
 def generate_policies() -> str:
     from policies.engine import RULES
 
@@ -192,6 +222,7 @@ def generate_policies() -> str:
         "steps. Every rule also takes `exemptNamespaces` and `exemptLabels`. Fixtures: "
         "`tests/policies/<rule-id>/{pass,fail}/*.yaml`.",
         "",
+        *SCOPE,
         "## Rules by area",
         "",
         *_areas(RULES),

@@ -504,6 +504,7 @@ def jobs_section(jobs: dict) -> str:
         "transport",
         "shm",
         "queue",
+        "fullCluster",
         "priorityClass",
         "minAvailable",
         "checkpointDir",
@@ -648,13 +649,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stacks-dir", type=Path, help="folder of Pulumi.<stack>.yaml files; default stacks/")
     args = ap.parse_args(argv)
     global STACKS
-    default_stacks = STACKS
+    default_stacks, default_dir = STACKS, stack_model.STACKS_DIR
     if args.stacks_dir:
         STACKS = args.stacks_dir.resolve()
+        try:
+            stack_model.STACKS_DIR = str(STACKS.relative_to(Path.cwd()))
+        except ValueError:
+            stack_model.STACKS_DIR = str(STACKS)
     try:
         return _main(args)
     finally:
-        STACKS = default_stacks  # in-process callers (tests) get the default back
+        STACKS, stack_model.STACKS_DIR = default_stacks, default_dir  # in-process callers (tests) get the defaults
 
 
 def _main(args: argparse.Namespace) -> int:

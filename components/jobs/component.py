@@ -94,6 +94,9 @@ class TrainingJob(pulumi.ComponentResource):
         super().__init__("fastpath:jobs:TrainingJob", name, None, opts)
         self.manifest = manifest(resolved)
         self.contract = contract(resolved)
+        if (verdict := self.contract.get("fullCluster")) and verdict.startswith("never"):
+            # Not refused: on a cluster whose other queues are idle it starts. Said before it waits for days.
+            pulumi.log.warn(f"job {args.spec.name}: its gang {verdict}", self)
         # Passed on, or the job could be created before the Training Operator's CRD or the Volcano queue exists.
         depends_on = k8s.inherited_depends_on(opts)
         files = files_configmap(resolved)

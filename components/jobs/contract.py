@@ -10,6 +10,7 @@ from components.jobs.operator_v1 import CLEAN_POD_POLICY, V1_KINDS, join_timeout
 from components.jobs.resolve import Resolved
 from components.jobs.runtime_v2 import build, controller, judge
 from components.jobs.trainjob import job_runtime, train_job
+from components.platform import shares
 
 
 def contract(r: Resolved) -> dict:
@@ -33,6 +34,7 @@ def contract(r: Resolved) -> dict:
         "envOverrides": list(r.overridden),
         "secretEnv": sorted(r.spec.secret_env),
         "queue": r.queue,
+        "fullCluster": full_cluster_verdict(r, r.spec.min_nodes * r.gpus),  # an elastic gang's minimum
         "priorityClass": r.priority_class,
         "minAvailable": r.min_available if r.scheduler else None,
         "faults": fault_summary(r),
@@ -120,12 +122,23 @@ def _v2_contract(r: Resolved) -> dict:
         # A PodGroup the runtime gives no queue is created in `default`, and Volcano's PodGroup webhook moves it to
         # the queue its namespace is annotated with (components/platform/volcano.py CHART_ADMISSIONS).
         "queue": group.get("queue") or (r.profile.scheduler.queue_of(r.namespace) if group else None),
+        "fullCluster": full_cluster_verdict(r, r.spec.min_nodes * _gpu_count(limits)),
         "priorityClass": group.get("priorityClassName"),
         "minAvailable": group.get("minMember"),
         "faults": fault_summary(r),
         "checkpointDir": f"{r.checkpoint_dir} (the claim's {r.spec.name}/)" if r.checkpoint_dir else None,
         "runtimeOverrides": judge.override_problems(job, rt),
     }
+
+
+def full_cluster_verdict(r: Resolved, gpus: int) -> str | None:
+    """Whether the job's gang starts when every queue of the cluster has jobs waiting (components/platform/shares.py,
+    Volcano v1.15.1's proportion), for a job in one of the cluster's queues; None without Volcano."""
+    sched = r.profile.scheduler
+    if not sched.name or r.queue is None or r.queue not in {q.name for q in sched.queues}:
+        return None
+    queues = [shares.Queue(q.name, q.weight, q.gpus) for q in sched.queues]
+    return str(shares.full_cluster(queues, r.profile.nodes.count * r.profile.gpu.per_node, r.queue, gpus))
 
 
 def _gpu_count(limits: dict) -> int:

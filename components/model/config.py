@@ -396,15 +396,19 @@ class QueueConfig(Model):
     name: DnsLabel
     """Volcano queue name; jobs name it in `queue`. Required."""
     weight: Annotated[int, Field(gt=0, le=65535)] = 1
-    """Share of the cluster this queue gets when queues compete. Default 1."""
+    """Share of the cluster this queue gets when queues compete: Volcano's proportion plugin splits the GPUs by the
+    weights of the queues that have jobs, each capped at its `gpus`, and a gang starts only inside its queue's share
+    (allocated plus the gang at most the share), so a gang larger than its queue's share never starts while every
+    queue has jobs (each job's `fullCluster` in SUMMARY.md says it, and the render warns). Default 1."""
     gpus: Annotated[int, Field(gt=0, le=k8s_syntax.INT32_MAX)] | None = None
     """Capability: the most GPUs the queue holds at once, even when the rest of the cluster is idle; at most the
     cluster's GPUs. A ceiling only: it reserves nothing. Unset: no cap."""
     reclaimable: bool = True
     """Whether another queue whose gang does not fit may take GPUs from this queue by evicting whole gangs of
-    it (Volcano gangreclaim: any priority tier, queues furthest over their weight share first; v1.15.1 does not
-    check that this queue is over its share). Default true; false: this queue's running jobs are never
-    reclaimed."""
+    it (Volcano gangreclaim, volcano-sh/volcano@v1.15.1: any priority tier; pods a victim gang can spare first, then
+    whole gangs of queues of lower priority, then furthest over their share; v1.15.1 does not check that this queue
+    is over its share, only that the reclaiming gang fits inside its own). Default true; false: this queue's running
+    jobs are never reclaimed."""
     namespaces: list[DnsLabel] = []
     """Training namespaces whose jobs land in this queue when they name none: stack-file jobs, and TrainJobs
     written by hand (the namespace carries Volcano's queue annotation, which its admission webhook gives every
@@ -706,19 +710,19 @@ class PlatformConfig(Model):
         if dup:
             raise ValueError(f"trainingNamespaces lists {sorted(dup)} more than once")
         for i, q in enumerate(self.scheduler.queues):
-            if stray := [n for n in q.namespaces if n not in self.training_namespaces]:
+            if stray := [ns for ns in q.namespaces if ns not in self.training_namespaces]:
                 raise ValueError(
                     f"scheduler.queues[{i}].namespaces names {stray}, which trainingNamespaces does not list: jobs "
                     f"there would get no networks nor claims; add them to trainingNamespaces or remove them here"
                 )
         owners: dict[str, list[str]] = {}
         for q in self.scheduler.queues:
-            for n in q.namespaces:
-                owners.setdefault(n, []).append(q.name)
-        if twice := {n: qs for n, qs in owners.items() if len(qs) > 1}:
+            for ns in q.namespaces:
+                owners.setdefault(ns, []).append(q.name)
+        if twice := {ns: qs for ns, qs in owners.items() if len(qs) > 1}:
             raise ValueError(
                 "scheduler.queues: "
-                + "; ".join(f"namespace {n} is in queues {qs}" for n, qs in sorted(twice.items()))
+                + "; ".join(f"namespace {ns} is in queues {qs}" for ns, qs in sorted(twice.items()))
                 + ": a namespace's jobs default to one queue; keep it in one of them"
             )
         taken = [n for n in self.training_namespaces if n in k8s_syntax.RESERVED_NAMESPACES]

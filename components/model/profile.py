@@ -68,6 +68,7 @@ class GpuProfile:
 class QueueProfile:
     name: str
     gpus: int | None
+    weight: int = 1  # profiles exported before weights were exported count every queue alike
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class Profile:
             "ncclEnv": full_node.env,
             "scheduler": {
                 "name": s.name,
-                "queues": [{"name": q.name, "gpus": q.gpus} for q in s.queues],
+                "queues": [{"name": q.name, "gpus": q.gpus, "weight": q.weight} for q in s.queues],
                 "defaultQueue": s.default_queue,
                 "priorityClasses": list(s.priority_classes),
                 "defaultPriorityClass": s.default_priority_class,
@@ -221,7 +222,7 @@ class Profile:
             fabric=FabricConfig.model_validate(d["fabric"]),
             scheduler=SchedulerProfile(
                 name=s["name"],
-                queues=tuple(QueueProfile(q["name"], q.get("gpus")) for q in s["queues"]),
+                queues=tuple(QueueProfile(q["name"], q.get("gpus"), q.get("weight") or 1) for q in s["queues"]),
                 default_queue=s["defaultQueue"],
                 priority_classes=tuple(s["priorityClasses"]),
                 default_priority_class=s["defaultPriorityClass"],
@@ -247,7 +248,7 @@ def profile(platform: PlatformConfig) -> Profile:
         fabric=platform.fabric,
         scheduler=SchedulerProfile(
             name=SCHEDULER_NAME if platform.components.volcano else None,
-            queues=tuple(QueueProfile(q.name, q.gpus) for q in platform.scheduler.queues),
+            queues=tuple(QueueProfile(q.name, q.gpus, q.weight) for q in platform.scheduler.queues),
             default_queue=platform.scheduler.queue_for_jobs,
             priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
             default_priority_class=DEFAULT_PRIORITY_CLASS,

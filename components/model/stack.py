@@ -236,5 +236,10 @@ def from_pulumi() -> StackConfig:
     return parse(raw, stack_file(pulumi.get_stack()))
 
 
+# Where the stack files are, as messages name them: Pulumi.yaml's stackConfigDir; the offline renderer's
+# --stacks-dir sets it to the folder it reads, so a message names the file actually read.
+STACKS_DIR = "stacks"
+
+
 def stack_file(stack: str) -> str:
-    return f"stacks/Pulumi.{stack}.yaml"
+    return f"{STACKS_DIR}/Pulumi.{stack}.yaml"

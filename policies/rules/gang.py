@@ -48,7 +48,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
         if need == 0:
             # Unset or 0: Volcano's job webhook sets it to the tasks' minAvailable, each defaulting to its replicas
             # (volcano-sh/volcano@v1.15.1:pkg/webhooks/admission/jobs/mutate/mutate_job.go patchDefaultMinAvailable).
-            tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
+            tasks = spec["tasks"] if isinstance(spec.get("tasks"), list) else []
             parts = [
                 dict_or_empty(t).get("minAvailable")
                 if dict_or_empty(t).get("minAvailable") is not None
@@ -67,7 +67,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
         )
         if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None:
             return "podGroupPolicy"
-        return "kai" if {t.template["spec"].get("schedulerName") for t in tpls} == {KAI_SCHEDULER} else None
+        return "kai" if {str(t.template["spec"].get("schedulerName")) for t in tpls} == {KAI_SCHEDULER} else None
     sched = dict_or_empty(dict_or_empty(spec.get("runPolicy")).get("schedulingPolicy"))
     if sched:
         elastic = dict_or_empty(spec.get("elasticPolicy"))
@@ -77,7 +77,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
         need = (int_or_none(elastic.get("minReplicas")) or total) if elastic else total
         return "schedulingPolicy" if (int_or_none(sched.get("minAvailable")) or 0) >= need else None
     group = any(pod_annotations(t).get("scheduling.k8s.io/group-name") for t in tpls)
-    schedulers = {t.template["spec"].get("schedulerName") for t in tpls}
+    schedulers = {str(t.template["spec"].get("schedulerName")) for t in tpls}
     if schedulers == {KAI_SCHEDULER}:
         return "kai"
     return "podgroup" if group and schedulers == {"volcano"} else None

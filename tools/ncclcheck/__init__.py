@@ -11,10 +11,16 @@ NET/Libfabric, NET/AWS Libfabric and NET/OFI, a kind's own net plugin's modules 
 P2P, SHM), whether any rank fell back to Socket, nranks and
 how many ranks reached "Init COMPLETE", the NCCL version, the average and peak bus bandwidth with the message size at
 the peak, the NICs NCCL's IB transport found (the longest list one process printed; under --rails also the NET
-devices the channel lines used), and known failure lines. RoCE is told from InfiniBand by the link layer of the
+devices the channel lines used), and failure lines: known ones with their cause and knob, quoting the first line
+that showed each (RDMA completion errors by their ibv_wc_status code), and every NCCL WARN it has no rule for,
+quoted. RoCE is told from InfiniBand by the link layer of the
 devices NCCL lists (`mlx5_0:1/RoCE`), whichever verbs module (IB, IBext_v8, ...) drives them.
 
-It judges what the log shows and says what it cannot show. Exit 0 (`pass`, or `warn` under --warn-busbw but above
+It judges what the log shows and says what it cannot show: `gdr` is null when no NET channel line is in the log,
+the transport `unknown` when no line names it. A multi-node run (init lines of two hosts, or `nNodes` above 1) whose
+excerpt shows only P2P channels used the network its `Using network` line names, not `local`; `NET/IB : No device
+found` fails a run only where RDMA was expected. An NCCL WARN no rule knows fails the run, unless the nccl-tests
+summary that follows shows the run finished (then `warn`). Exit 0 (`pass`, or `warn` under --warn-busbw but above
 the floor) when every check asked for holds: the expected transport (with GPUDirect RDMA on RDMA fabrics), every
 expected rank initialised, no failure line, the peak bus bandwidth at the floor, NCCL's bootstrap on the interface
 --bootstrap names, a NIC for each of the --rails in every process's IB device list (`NET/IB : Using`, from which

@@ -361,8 +361,9 @@ class Parser:
         if "completion" in line and (m := COMPLETION.search(line)):
             known = True
             code = int(m.group(1)) if m.group(1) else None
-            meaning = "an RDMA work request completed with an error: " + WC_STATUS.get(
-                code, f"status {code if code is not None else 'not shown'}: look it up in ibv_wc_status"
+            known_code = WC_STATUS.get(code) if code is not None else None
+            meaning = "an RDMA work request completed with an error: " + (
+                known_code or f"status {code if code is not None else 'not shown'}: look it up in ibv_wc_status"
             )
             if meaning not in r.failure_seen:
                 r.failure_seen.add(meaning)

@@ -89,7 +89,7 @@ def _partial_node_problems(where: str, asked_resources: dict, runtime: dict, ask
         {},
     )
     out = []
-    pod = next(
+    pod: dict = next(
         (
             r["template"]["spec"]["template"]["spec"]
             for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
