@@ -10,6 +10,8 @@ import functools
 import re
 from typing import Any
 
+from components import k8s_syntax
+
 PART_OF = "app.kubernetes.io/part-of"
 CLUSTER_LABEL = "fastpath.dev/cluster"
 COMPONENT_LABEL = "fastpath.dev/component"
@@ -133,12 +135,9 @@ def operator_install(
     return ns, rel
 
 
-# The GPU product label GPU Feature Discovery writes on every GPU node; training pods select on it.
-# What node-feature-discovery sets on a node with an NVIDIA PCI device (the GPU Operator's NFD config whitelists PCI
-# classes 0300/0302 with the vendor field: gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml
-# node-feature-discovery.config). It is there before the driver; GPU_PRODUCT_LABEL comes with GPU feature discovery.
-NFD_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# The GPU nodes' labels (k8s_syntax, where the stack schema reads them too).
+NFD_GPU_LABEL = k8s_syntax.NFD_GPU_LABEL
+GPU_PRODUCT_LABEL = k8s_syntax.GPU_PRODUCT_LABEL
 DEFAULT_GPU_TAINT = "nvidia.com/gpu"  # the GPU Operator's and the Network Operator's built-in toleration
 
 

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 import re
 
+# The GPU product label GPU Feature Discovery writes on every GPU node; training pods select on it.
+# What node-feature-discovery sets on a node with an NVIDIA PCI device (the GPU Operator's NFD config whitelists PCI
+# classes 0300/0302 with the vendor field: gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml
+# node-feature-discovery.config). It is there before the driver; GPU_PRODUCT_LABEL comes with GPU feature discovery.
+NFD_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
 INT32_MAX = 2**31 - 1
 _NAME_PART = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"

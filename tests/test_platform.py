@@ -61,7 +61,26 @@ TEMPLATE_ONLY_KEYS = {
     # charts/mongodb-store/values.yaml passes `mongodb:` to Bitnami's mongodb 16.2.2 chart (persistence.storageClass).
     ("nvsentinel", ("mongodb-store",)),
     ("nvsentinel", ("janitor-provider",)),
+    # The NFD 0.19.0 sub-chart's own values (gpu-operator@v26.7.0:deployments/gpu-operator/charts/
+    # node-feature-discovery/values.yaml master.nodeSelector/tolerations, gc.nodeSelector/tolerations), not repeated
+    # in the parent's values file: components/platform/placement.py places them on the system nodes.
+    ("gpu-operator", ("node-feature-discovery", "master", "nodeSelector")),
+    ("gpu-operator", ("node-feature-discovery", "master", "tolerations")),
+    ("gpu-operator", ("node-feature-discovery", "gc", "nodeSelector")),
+    ("gpu-operator", ("node-feature-discovery", "gc", "tolerations")),
+    # The JobSet sub-chart's (kubernetes-sigs/jobset@v0.12.0:charts/jobset/values.yaml controller.nodeSelector and
+    # controller.tolerations), under the trainer chart's `jobset:`.
+    ("kubeflow-trainer", ("jobset", "controller")),
+    # The SR-IOV sub-chart's (network-operator@v26.4.1:deployment/network-operator/charts/sriov-network-operator/
+    # values.yaml operator.nodeSelector, operator.tolerations; tests/test_placement.py reads its default tolerations).
+    ("network-operator", ("sriov-network-operator", "operator", "nodeSelector")),
+    ("network-operator", ("sriov-network-operator", "operator", "tolerations")),
 }
+
+
+# Maps whose keys are the user's (node labels), even where the chart's default has some (gpu-operator's
+# operator.nodeSelector: {kubernetes.io/os: linux}); volcano names its nodeSelectors <component>_ns.
+FREE_FORM = {"nodeSelector", "systemNodeSelector", "scheduler_ns", "controller_ns", "admission_ns"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -73,12 +92,13 @@ def test_every_helm_value_key_exists_upstream(stack, rendered):
             continue
         chart = chart_values(pkg["name"])
         for path in leaf_paths(pkg["values"]):
-            if (pkg["name"], path) in TEMPLATE_ONLY_KEYS or (pkg["name"], path[:1]) in TEMPLATE_ONLY_KEYS:
+            if any((pkg["name"], path[:n]) in TEMPLATE_ONLY_KEYS for n in range(1, len(path) + 1)):
                 continue
-            node = chart
+            node, parent = chart, None
             for k in path:
-                if node == {}:  # a free-form map upstream (nodeSelector, additionalLabels): any key
+                if node == {} or parent in FREE_FORM:  # a free-form map upstream (nodeSelector, labels): any key
                     break
+                parent = k
                 assert isinstance(node, dict) and k in node, f"{pkg['name']}: {'.'.join(path)} not in chart values"
                 node = node[k]
 

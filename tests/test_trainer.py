@@ -155,7 +155,10 @@ def test_trainer_values_against_the_chart():
     assert chart["image"]["tag"] == "" and ours["image"] == {"tag": "v2.3.0"}
     assert chart["runtimes"]["defaultEnabled"] is False and ours["runtimes"] == {"defaultEnabled": False}
     assert chart["jobset"] == {"install": True, "fullnameOverride": "jobset"}  # the subchart installs
-    assert ours["jobset"] == {"image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0", "pullPolicy": "IfNotPresent"}}
+    assert ours["jobset"]["image"] == {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0", "pullPolicy": "IfNotPresent"}
+    # prod-v2 names system nodes: the controllers' placement (tests/test_placement.py), nothing else of theirs.
+    assert set(ours["jobset"]) == {"image", "controller"} and set(ours["jobset"]["controller"]) == {"nodeSelector", "tolerations"}
+    assert set(ours.pop("manager")) == {"nodeSelector", "tolerations"}
     assert set(ours["jobset"]["image"]) == set(JOBSET_IN_REPO_IMAGE)
     # Left at the chart's: its own webhook certificate (no cert-manager), webhook failurePolicy Fail, CRDs on.
     assert chart["manager"]["config"]["certManagement"]["enable"] is True

@@ -119,7 +119,7 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
         if p.health.install_cert_manager:
             out["cert-manager"] = {
                 "version": versions.CERT_MANAGER_VERSION,
-                "values": digest(health.cert_manager_values()),
+                "values": digest(health.cert_manager_values(p)),
             }
     if make_profile(p).trainer is not None:
         out["trainer"] = {"version": p.versions.trainer, "values": digest(trainer.values(p))}

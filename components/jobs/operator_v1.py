@@ -128,7 +128,12 @@ def rendezvous(r: Resolved) -> list[dict]:
             }
         ]
     }
-    if r.profile.nodes.cpu_nodes:
+    if (system := r.profile.nodes.system) is not None:
+        # The stack's system nodes by name (nodes.system): where the operators are, off every GPU node.
+        pod["nodeSelector"] = dict(system.node_selector)
+        if tolerations := system.tolerations():
+            pod["tolerations"] = tolerations
+    elif r.profile.nodes.cpu_nodes:
         pod["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [off_gpu]}}
         }

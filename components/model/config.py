@@ -92,7 +92,12 @@ class GpuConfig(Model):
     product: LabelValue
     """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
     training pods get a nodeSelector on it. The name `nvidia-smi` prints (`NVIDIA A100-SXM4-80GB`) is taken in
-    the label's form, spaces as `-`, as GPU Feature Discovery writes it. Required."""
+    the label's form, spaces as `-`, as GPU Feature Discovery writes it (the NVML name, NVIDIA/k8s-device-plugin
+    internal/lm/resource.go). Current GPUs: `NVIDIA-H100-80GB-HBM3`, `NVIDIA-H200`, `NVIDIA-H100-NVL`, `NVIDIA-B200`,
+    `NVIDIA-B300-SXM6-AC`, `NVIDIA-GB200` and `NVIDIA-GB300` (no `-NVL72`), `NVIDIA-A100-SXM4-80GB`, `NVIDIA-L40S`,
+    `NVIDIA-L4`. GFD adds `-SHARED` under time-slicing or MPS unless the resource is renamed, and `-MIG-<profile>`
+    under the single MIG strategy; `kubectl get nodes -L nvidia.com/gpu.product` shows what a cluster has.
+    Required."""
     per_node: Annotated[int, Field(gt=0, le=16)]
     """GPUs on each training node. Required; 1 to 16."""
     gpu_direct: Literal["dmabuf", "peermem", "none"] = "dmabuf"
@@ -113,6 +118,43 @@ class GpuConfig(Model):
         return k8s_syntax.gfd_label(v) if isinstance(v, str) else v
 
 
+class TaintConfig(Model):
+    key: QualifiedName
+    """Taint key. Required."""
+    value: LabelValue | None = None
+    """Taint value; unset: every value of the key is tolerated."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    """Taint effect. Default NoSchedule."""
+
+    def toleration(self) -> dict[str, str]:
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+
+class SystemNodesConfig(Model):
+    node_selector: Annotated[dict[QualifiedName, LabelValue], Field(min_length=1)]
+    """Labels that select the CPU-only system nodes (e.g. `{node-role.kubernetes.io/system: ""}`): the operators,
+    controllers, webhooks and schedulers fastpath installs, its reaper and each PyTorch job's rendezvous store run
+    there, off the GPU nodes whose drains (SR-IOV reboots, driver rollouts) would take them. The operators' per-node
+    DaemonSets stay on the GPU nodes. Required."""
+    taints: list[TaintConfig] = []
+    """Taints those nodes carry, which every system pod then tolerates. Default none."""
+
+    @model_validator(mode="after")
+    def _not_gpu_nodes(self) -> SystemNodesConfig:
+        gpu = sorted({k8s_syntax.GPU_PRODUCT_LABEL, k8s_syntax.NFD_GPU_LABEL} & set(self.node_selector))
+        if gpu:
+            raise ValueError(
+                f"nodes.system.nodeSelector names {gpu}, a label of the GPU nodes: select the CPU-only nodes "
+                "(a label of their pool, e.g. node-role.kubernetes.io/system)"
+            )
+        return self
+
+    def tolerations(self) -> list[dict[str, str]]:
+        return [t.toleration() for t in self.taints]
+
+
 class NodesConfig(Model):
     count: Annotated[int, Field(gt=0, le=100000)]
     """Number of GPU training nodes in the cluster; bounds queue capabilities and job sizes. Required."""
@@ -130,6 +172,16 @@ class NodesConfig(Model):
     upgrades) would otherwise take them, and a PodDisruptionBudget keeps them through other drains. false: a
     GPU-only cluster; they run on GPU nodes' spare CPU with no budget, so a drain of that node ends the job
     instead of blocking the drain forever. Default true."""
+    system: SystemNodesConfig | None = None
+    """The CPU-only system nodes by label (`{nodeSelector: {...}, taints: [...]}`): fastpath's operators,
+    controllers and services are pinned there. Unset: they go where their charts put them (any schedulable node;
+    PyTorch rendezvous stores on nodes without the NFD GPU label when cpuNodes is true)."""
+
+    @model_validator(mode="after")
+    def _system_needs_cpu_nodes(self) -> NodesConfig:
+        if self.system is not None and not self.cpu_nodes:
+            raise ValueError("nodes.system names CPU-only nodes but nodes.cpuNodes is false: set cpuNodes true")
+        return self
 
 
 class RailConfig(Model):

@@ -112,7 +112,7 @@ def objects(platform: PlatformConfig) -> list[dict[str, Any]]:
                 # Two reapers at once would only patch the same status twice; Recreate keeps it to one anyway.
                 "strategy": {"type": "Recreate"},
                 "selector": {"matchLabels": labels},
-                "template": {"metadata": {"labels": labels}, "spec": pod},
+                "template": {"metadata": {"labels": labels}, "spec": _on_system_nodes(pod, platform)},
             },
         }
     )
@@ -144,3 +144,16 @@ class Reaper(pulumi.ComponentResource):
         for o in objs[1:]:
             k8s.apply(o, pulumi.ResourceOptions(parent=self, depends_on=[ns, *args.after]))
         self.register_outputs({"namespace": NAMESPACE})
+
+
+def _on_system_nodes(pod: dict[str, Any], platform: PlatformConfig) -> dict[str, Any]:
+    """`pod` on the stack's system nodes when it names them, instead of the preference and GPU toleration."""
+    system = platform.nodes.system
+    if system is None:
+        return pod
+    pod = {k: v for k, v in pod.items() if k not in ("affinity", "tolerations")}
+    return {
+        **pod,
+        "nodeSelector": dict(system.node_selector),
+        **({"tolerations": t} if (t := system.tolerations()) else {}),
+    }

@@ -10,6 +10,7 @@ import pulumi
 from components import k8s, versions
 from components.model import profile
 from components.model.config import PlatformConfig
+from components.platform import placement
 
 COMPONENT = "checkpoints"
 NAMESPACE = "kube-system"  # where upstream installs csi-driver-nfs
@@ -50,7 +51,8 @@ def values(platform: PlatformConfig) -> dict:
     if nfs is not None and nfs.rdma:
         v["controller"]["nodeSelector"] = {k8s.GPU_PRODUCT_LABEL: platform.gpu.product}
         v["controller"]["tolerations"] = [*CONTROLLER_TOLERATIONS, *k8s.gpu_tolerations(platform.gpu.taint_key)]
-    return v
+        return v  # it mounts over RDMA itself: on a GPU node even when the stack names system nodes
+    return placement.merge(v, placement.chart_values(versions.CSI_NFS_CHART, platform.nodes.system))
 
 
 def storage_class_name(platform: PlatformConfig) -> str:

@@ -9,6 +9,7 @@ import pulumi
 from components import k8s, versions
 from components.jobs.resolve import TRAINING_POD_SELECTOR
 from components.model.config import PlatformConfig
+from components.platform import placement
 
 NAMESPACE = "gpu-operator"
 COMPONENT = "gpu-operator"
@@ -70,7 +71,7 @@ def values(platform: PlatformConfig) -> dict:
     v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}
     if mon.enabled and mon.service_monitor_labels:
         v["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(mon.service_monitor_labels)
-    return v
+    return placement.merge(v, placement.chart_values(versions.GPU_OPERATOR_CHART, platform.nodes.system))
 
 
 @dataclass

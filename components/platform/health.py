@@ -39,7 +39,7 @@ from components import k8s, versions
 from components.fabric import wiring as fabric
 from components.model.config import PlatformConfig
 from components.ops import component as ops
-from components.platform import gpu_operator, network_operator, trainer, training_operator, volcano
+from components.platform import gpu_operator, network_operator, placement, trainer, training_operator, volcano
 
 NAMESPACE = "nvsentinel"  # the chart's defaults name it (janitor, node-drainer.systemNamespaces, log collector)
 COMPONENT = "health"
@@ -263,14 +263,16 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
     if reboot:
         # The simulated `kind` provider is the default; on real nodes, reboot through a privileged Job.
         v["janitor-provider"] = {"csp": {"provider": "generic"}}
-    return v
+    return placement.merge(v, placement.chart_values(versions.NVSENTINEL_CHART, platform.nodes.system))
 
 
-def cert_manager_values() -> dict[str, Any]:
+def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
     """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, false by default; `crds.keep`,
     true by default, keeps them when the release goes: cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/
-    values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it."""
-    return {"crds": {"enabled": True}}
+    values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it. Its
+    controller, webhook, cainjector and startup check go to the system nodes when the stack names them."""
+    v = {"crds": {"enabled": True}}
+    return placement.merge(v, placement.chart_values(versions.CERT_MANAGER_CHART, platform.nodes.system))
 
 
 @dataclass
@@ -309,7 +311,7 @@ class Health(pulumi.ComponentResource):
                 versions.CERT_MANAGER_CHART,
                 versions.CERT_MANAGER_REPO,
                 versions.CERT_MANAGER_VERSION,
-                cert_manager_values(),
+                cert_manager_values(p),
             )
             after.append(cm)
         ns = k8s.apply(

@@ -13,7 +13,7 @@ from components.fabric import addressing
 from components.fabric import wiring as fab
 from components.jobs.resolve import TRAINING_POD_SELECTOR
 from components.model.config import PlatformConfig
-from components.platform import networks
+from components.platform import networks, placement
 
 NAMESPACE = "nvidia-network-operator"
 COMPONENT = "network-operator"
@@ -47,7 +47,7 @@ def values(platform: PlatformConfig) -> dict:
         # The parent chart's default, pinned: the SriovOperatorConfig `default` it creates is what makes the
         # operator deploy its config daemon; without it no VF is ever configured.
         v["sriov-network-operator"] = {"sriovOperatorConfig": {"deploy": True}}
-    return v
+    return placement.merge(v, placement.chart_values(versions.NETWORK_OPERATOR_CHART, platform.nodes.system))
 
 
 def _image(name: str, version: str) -> dict:
@@ -175,6 +175,16 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
             ]
         }
     }
+    if (system := platform.nodes.system) is not None and "nvIpam" in spec:
+        # nv-ipam's controller is the policy's one Deployment: placed by the policy, not by Helm values
+        # (network-operator@v26.4.1:api/v1alpha1/nicclusterpolicy_types.go DeploymentNodeAffinity and
+        # DeploymentTolerations; the operator adds its own GPU and control-plane tolerations to these).
+        terms = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(system.node_selector.items())]
+        spec["deploymentNodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": terms}]}
+        }
+        if system.taints:
+            spec["deploymentTolerations"] = system.tolerations()
     timeout = READY_TIMEOUT_DOCA if "ofedDriver" in spec else READY_TIMEOUT
     return {
         "apiVersion": "mellanox.com/v1alpha1",

@@ -25,6 +25,7 @@ from components import k8s, versions
 from components.jobs import trainjob
 from components.model.config import PlatformConfig
 from components.model.profile import Profile
+from components.platform import placement
 
 TOKEN = "fastpath:platform:Trainer"
 NAMESPACE = "kubeflow-system"  # upstream's, and the trainer's certificate code's fallback namespace
@@ -53,7 +54,12 @@ RUNTIME_IMMUTABLE = [
 
 
 def values(platform: PlatformConfig) -> dict[str, Any]:
-    """Helm values for kubeflow-trainer: the controller and JobSet images pinned, the chart's own runtimes off."""
+    """Helm values for kubeflow-trainer: the controller and JobSet images pinned, the chart's own runtimes off, the
+    controllers on the system nodes when the stack names them."""
+    return placement.merge(_values(platform), placement.chart_values(versions.TRAINER_CHART, platform.nodes.system))
+
+
+def _values(platform: PlatformConfig) -> dict[str, Any]:
     return {
         # The chart derives `v<chart version>` when empty (templates/_helpers.tpl): pinned, so a chart bump moves
         # the controller only with this file.

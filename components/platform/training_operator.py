@@ -48,6 +48,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from components import k8s, versions
 from components.model.config import PlatformConfig
+from components.platform import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(".cache") / "kustomize"
@@ -114,7 +115,7 @@ def init_template_configmap(platform: PlatformConfig) -> dict:
 OMIT_NAMESPACE = {"$patch": "delete", "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
 
 
-def deployment_ops(flags: list[str]) -> list[dict]:
+def deployment_ops(flags: list[str], placement_spec: dict | None = None) -> list[dict]:
     """The operator Deployment's JSON patch (RFC 6902): `flags` as the manager's args (upstream has none), the
     init-container template mounted from its ConfigMap after upstream's mounts and volumes, and the template's hash
     on the pod template, so a changed template restarts the operator (it reads the file once). The `test` stops the
@@ -137,6 +138,8 @@ def deployment_ops(flags: list[str]) -> list[dict]:
             "path": f"{pod}/metadata/annotations/{TEMPLATE_HASH_ANNOTATION.replace('/', '~1')}",
             "value": digest,
         },
+        # kubeflow/trainer@v1.9.4:manifests/base/deployment.yaml sets no nodeSelector nor tolerations: added whole.
+        *({"op": "add", "path": f"{pod}/spec/{key}", "value": value} for key, value in (placement_spec or {}).items()),
     ]
 
 
@@ -149,7 +152,13 @@ def kustomization(platform: PlatformConfig) -> dict:
         "resources": [overlay_url(platform.versions.training_operator)],
         "patches": [
             {"patch": yaml.safe_dump(OMIT_NAMESPACE, sort_keys=False)},
-            {"target": deployment, "patch": yaml.safe_dump(deployment_ops(manager_flags(platform)), sort_keys=False)},
+            {
+                "target": deployment,
+                "patch": yaml.safe_dump(
+                    deployment_ops(manager_flags(platform), placement.pod_placement(platform.nodes.system)),
+                    sort_keys=False,
+                ),
+            },
         ],
     }
 

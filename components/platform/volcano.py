@@ -11,6 +11,7 @@ import yaml
 from components import k8s, versions
 from components.model import profile
 from components.model.config import PlatformConfig
+from components.platform import placement
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"
@@ -83,12 +84,13 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # on a Namespace: its Pod
 def values(platform: PlatformConfig) -> dict:
     """Helm values for volcano-sh/volcano: the scheduler configuration above, and the chart's admission webhooks
     with the PodGroup mutation added (the scheduler, controllers and admission webhook are on by default)."""
-    return {
+    v = {
         "custom": {
             "scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False),
             "enabled_admissions": f"{CHART_ADMISSIONS},{PODGROUP_MUTATE}",
         }
     }
+    return placement.merge(v, placement.chart_values(versions.VOLCANO_CHART, platform.nodes.system))
 
 
 def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool, gpus: int | None) -> dict[str, Any]:

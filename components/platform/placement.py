@@ -1,0 +1,141 @@
+"""Where the platform's own non-GPU pods run: the operators, controllers, webhooks and schedulers of every chart
+fastpath installs go to the stack's CPU-only system nodes (`nodes.system`), their per-node DaemonSets stay on the
+GPU nodes. Pure: each chart's values for it, from the table below.
+
+Helm merges maps but replaces lists: a nodeSelector given here is added to the chart's default one, while a
+tolerations list replaces the chart's, so each slot repeats the chart's own default tolerations at the pinned
+version (tests/test_placement.py reads them off the upstream values files).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components import versions
+from components.model.config import SystemNodesConfig
+
+
+def _toleration(key: str, operator: str) -> dict[str, str]:
+    return {"key": key, "operator": operator, **({"value": ""} if operator == "Equal" else {}), "effect": "NoSchedule"}
+
+
+CONTROL_PLANE_EQUAL = _toleration("node-role.kubernetes.io/control-plane", "Equal")
+MASTER_EQUAL = _toleration("node-role.kubernetes.io/master", "Equal")
+CONTROL_PLANE_EXISTS = _toleration("node-role.kubernetes.io/control-plane", "Exists")
+MASTER_EXISTS = _toleration("node-role.kubernetes.io/master", "Exists")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One pod (or set of pods) of a chart: the values path of its nodeSelector, the paths of the tolerations lists
+    that reach it, and the chart's default tolerations there (kept: the system pods still tolerate the control plane
+    where the chart did)."""
+
+    selector: str
+    tolerations: tuple[str, ...]
+    defaults: tuple[dict[str, str], ...] = ()
+
+
+# chart -> its non-DaemonSet pods' slots, read at the pinned versions (components/versions.py):
+SLOTS: dict[str, tuple[Slot, ...]] = {
+    # NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml operator.* (the operator Deployment and the
+    # upgrade-crd and cleanup hook Jobs); its node-feature-discovery 0.19.0 sub-chart's master and gc Deployments.
+    versions.GPU_OPERATOR_CHART: (
+        Slot("operator.nodeSelector", ("operator.tolerations",), (CONTROL_PLANE_EQUAL,)),
+        Slot(
+            "node-feature-discovery.master.nodeSelector",
+            ("node-feature-discovery.master.tolerations",),
+            (CONTROL_PLANE_EQUAL,),
+        ),
+        Slot("node-feature-discovery.gc.nodeSelector", ("node-feature-discovery.gc.tolerations",)),
+    ),
+    # Mellanox/network-operator@v26.4.1:deployment/network-operator/values.yaml operator.* (the operator and its
+    # hook Jobs) and the sriov-network-operator sub-chart's operator.* (its operator Deployment).
+    versions.NETWORK_OPERATOR_CHART: (
+        Slot("operator.nodeSelector", ("operator.tolerations",), (MASTER_EQUAL, CONTROL_PLANE_EQUAL)),
+        Slot(
+            "sriov-network-operator.operator.nodeSelector",
+            ("sriov-network-operator.operator.tolerations",),
+            (MASTER_EXISTS, CONTROL_PLANE_EXISTS),
+        ),
+    ),
+    # volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/values.yaml custom.<component>_ns / _tolerations (not
+    # default_ns, which the agent DaemonSet would take too); admission_* also places the admission-init Job.
+    versions.VOLCANO_CHART: tuple(
+        Slot(f"custom.{c}_ns", (f"custom.{c}_tolerations",)) for c in ("scheduler", "controller", "admission")
+    ),
+    # kubeflow/trainer@v2.3.0:charts/kubeflow-trainer/values.yaml manager.*; kubernetes-sigs/jobset@v0.12.0:
+    # charts/jobset/values.yaml controller.* under the `jobset` sub-chart.
+    versions.TRAINER_CHART: (
+        Slot("manager.nodeSelector", ("manager.tolerations",)),
+        Slot("jobset.controller.nodeSelector", ("jobset.controller.tolerations",)),
+    ),
+    # NVIDIA/NVSentinel v1.19.0: global.systemNode* reach every control-plane Deployment (each template's
+    # `global.systemNodeSelector | default .Values.nodeSelector`) but not the MongoDB store (Bitnami StatefulSet)
+    # nor its create-database Job, whose tolerations fall back to mongodb.jobTolerations when unset.
+    versions.NVSENTINEL_CHART: (
+        Slot("global.systemNodeSelector", ("global.systemNodeTolerations",)),
+        Slot("mongodb-store.mongodb.nodeSelector", ("mongodb-store.mongodb.tolerations",)),
+        Slot("mongodb-store.job.nodeSelector", ("mongodb-store.job.tolerations",)),
+    ),
+    # cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/values.yaml: global.nodeSelector reaches the
+    # controller, webhook, cainjector and startupapicheck pods; each has its own tolerations list.
+    versions.CERT_MANAGER_CHART: (
+        Slot(
+            "global.nodeSelector",
+            ("tolerations", "webhook.tolerations", "cainjector.tolerations", "startupapicheck.tolerations"),
+        ),
+    ),
+    # kubernetes-csi/csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml controller.* (the controller
+    # Deployment), whose default tolerations are the control plane's and CriticalAddonsOnly.
+    versions.CSI_NFS_CHART: (
+        Slot(
+            "controller.nodeSelector",
+            ("controller.tolerations",),
+            (
+                MASTER_EXISTS,
+                _toleration("node-role.kubernetes.io/controlplane", "Exists"),
+                CONTROL_PLANE_EXISTS,
+                _toleration("CriticalAddonsOnly", "Exists"),
+            ),
+        ),
+    ),
+}
+
+
+def _set(tree: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        tree = tree.setdefault(key, {})
+    tree[last] = value
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` merged in, maps key by key (as Helm merges values), a copy."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def chart_values(chart: str, system: SystemNodesConfig | None) -> dict[str, Any]:
+    """The values that put `chart`'s non-DaemonSet pods on the system nodes; {} without them."""
+    if system is None:
+        return {}
+    out: dict[str, Any] = {}
+    for slot in SLOTS[chart]:
+        _set(out, slot.selector, dict(system.node_selector))
+        for path in slot.tolerations:
+            _set(out, path, [*slot.defaults, *system.tolerations()])
+    return out
+
+
+def pod_placement(system: SystemNodesConfig | None) -> dict[str, Any]:
+    """A pod spec's nodeSelector and tolerations for the system nodes (fastpath's own Deployments); {} without."""
+    if system is None:
+        return {}
+    return {"nodeSelector": dict(system.node_selector), **({"tolerations": t} if (t := system.tolerations()) else {})}
