@@ -451,11 +451,22 @@ class Shape:
             r.failures,
             r.warnings,
             r.rdma_absent,
+            r.quoted_warn,
             r.ofi_provider,
             probe.table,
             probe.avg_count,
             r.peak_busbw_gbps,
-        ) != (blank.nccl_version, blank.failures, blank.warnings, blank.rdma_absent, blank.ofi_provider, None, 0, None):
+        ) != (
+            blank.nccl_version,
+            blank.failures,
+            blank.warnings,
+            blank.rdma_absent,
+            blank.quoted_warn,
+            blank.ofi_provider,
+            None,
+            0,
+            None,
+        ):
             return slow
         lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
         if probe.test_ranks:  # a line of nccl-tests' device list (a comment: nothing else): its rank, per line

@@ -32,6 +32,7 @@ def to_json(r: Report) -> dict:
         "fewest_nics",
         "fewest_nics_host",
         "failure_seen",
+        "quoted_warn",
         "rdma_absent",
     ):
         d.pop(key)

@@ -146,6 +146,16 @@ FAILURES = [
         "pod does not see its GPUs, an operation not permitted for NVLS/multicast without the fabric manager or IMEX)",
     ),
     (
+        re.compile(r"Connection closed by remote peer|remote process exited"),
+        "a peer closed its connection or exited: another rank died first (out of memory, a crash, a timeout); its own "
+        "log names why, and this rank's failure follows from it",
+    ),
+    (
+        re.compile(r"fe80:[0-9a-fA-F:]*%\w+"),
+        "NCCL connected over an IPv6 link-local address (fe80::...%iface): NCCL_SOCKET_IFNAME matched an interface "
+        "that does not route between the nodes (a docker or veth link, an IB port's link-local); name the routed one",
+    ),
+    (
         re.compile(r"socketStartConnect|socketFinalizeAccept|socketPollConnect|Connection refused|Connection reset"),
         "a TCP connection between ranks failed or was answered by something else (bootstrap or the socket "
         "transport): NCCL_SOCKET_IFNAME picked an interface that does not route between the pods (a link-local or "
@@ -181,7 +191,7 @@ MAX_WARNINGS = 5
 QUOTE = 160  # characters of a log line quoted in a reason
 FAILURE_HINT = re.compile(
     r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left|ismatch|socket|empty list"
-    r"|Connection"
+    r"|Connection|exited|fe80:"
 )
 
 NO_DEBUG = "run with NCCL_DEBUG=INFO"
@@ -253,6 +263,7 @@ class Report:
     multi_host: bool = False  # NCCL init lines of two hosts or more (a multi-node run, whatever its channels show)
     rdma_absent: list[str] = field(default_factory=list)  # RDMA_ABSENT meanings seen, quoting their first line
     failure_seen: set[str] = field(default_factory=set)  # meanings already reported (each once)
+    quoted_warn: set[str] = field(default_factory=set)  # ... whose quote is an NCCL WARN line
 
 
 def strip_prefix(line: str) -> str:
@@ -342,22 +353,15 @@ class Parser:
             self._host(raw)
 
     def _failure(self, line: str) -> None:
-        """What a line that may tell of a failure tells: a known failure (once, with the first line that showed
-        it), an RDMA device that is absent, or an NCCL WARN no pattern knows (quoted, the first few distinct)."""
+        """What a line that may tell of a failure tells: a known failure (once, quoting the first line that showed
+        it, or the first NCCL WARN that did once one does), an RDMA device that is absent, or an NCCL WARN no pattern
+        knows (quoted, the first few distinct)."""
         r = self.r
-
-        def quote(start: int) -> str:
-            # From the WARN that holds the match (a line may hold several, glued), else from the match.
-            warn = line.rfind("NCCL WARN", 0, start + 1)
-            return repr(line[warn if warn >= 0 else start :].strip()[:QUOTE])
-
         known = False
         for pattern, meaning in FAILURES:
             if found := pattern.search(line):
                 known = True
-                if meaning not in r.failure_seen:
-                    r.failure_seen.add(meaning)
-                    r.failures.append(f"{meaning} (log: {quote(found.start())})")
+                self._record(r.failures, meaning, line, found.start())
         if "completion" in line and (m := COMPLETION.search(line)):
             known = True
             code = int(m.group(1)) if m.group(1) else None
@@ -365,19 +369,30 @@ class Parser:
             meaning = "an RDMA work request completed with an error: " + (
                 known_code or f"status {code if code is not None else 'not shown'}: look it up in ibv_wc_status"
             )
-            if meaning not in r.failure_seen:
-                r.failure_seen.add(meaning)
-                r.failures.append(f"{meaning} (log: {quote(m.start())})")
+            self._record(r.failures, meaning, line, m.start())
         for pattern, meaning in RDMA_ABSENT:
             if found := pattern.search(line):
                 known = True
-                if meaning not in r.failure_seen:
-                    r.failure_seen.add(meaning)
-                    r.rdma_absent.append(f"{meaning} (log: {quote(found.start())})")
+                self._record(r.rdma_absent, meaning, line, found.start())
         if not known and "NCCL WARN" in line and (m := WARN_TEXT.search(line)):
             text = m.group(1).strip()
             if len(r.warnings) < MAX_WARNINGS and not any(_same_warning(text, w) for w in r.warnings):
                 r.warnings.append(text)
+
+    def _record(self, into: list[str], meaning: str, line: str, start: int) -> None:
+        """`meaning` once in `into`, quoting the line from the WARN that holds the match (a line may hold several,
+        glued), else from the match; a quote of a line without a WARN gives way to the first WARN that says it."""
+        r = self.r
+        warn = line.rfind("NCCL WARN", 0, start + 1)
+        entry = f"{meaning} (log: {line[warn if warn >= 0 else start :].strip()[:QUOTE]!r})"
+        if meaning not in r.failure_seen:
+            r.failure_seen.add(meaning)
+            into.append(entry)
+            if warn >= 0:
+                r.quoted_warn.add(meaning)
+        elif warn >= 0 and meaning not in r.quoted_warn:
+            r.quoted_warn.add(meaning)
+            into[next(i for i, e in enumerate(into) if e.startswith(f"{meaning} (log: "))] = entry
 
     def _host(self, raw: str) -> None:
         if (m := INIT_HOST.search(raw)) is not None:
