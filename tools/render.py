@@ -32,7 +32,7 @@ from components.impact.model import Impact, impact
 from components.model import stack as stack_model
 from components.model.profile import Profile
 from components.model.profile import profile as make_profile
-from tools import mocks, yamlsafe
+from tools import inventory, mocks, yamlsafe
 from tools.mocks import Registration, Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -486,6 +486,8 @@ def render_stack(stack: str, previous: Path | None = None) -> Rendered:
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
+        "images.txt": inventory.text(inventory.images(objs, pkgs), "images the render names (mirror these)"),
+        "charts.txt": inventory.text(inventory.charts(pkgs), "charts and kustomize sources the render installs"),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
         STATE_FILE: json.dumps(state, indent=1, sort_keys=True) + "\n",
     }
