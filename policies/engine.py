@@ -322,6 +322,13 @@ def evaluate(
     return _judge(obj, found, todo if found.templates else checks.for_kind(kind, pods=False), claims)
 
 
+def display_name(md: dict) -> str:
+    """An object's name in a finding: metadata.name, or `<generateName>*` for one the API server names on create."""
+    if md.get("name"):
+        return str(md["name"])
+    return f"{md['generateName']}*" if isinstance(md.get("generateName"), str) and md["generateName"] else ""
+
+
 def _wrapped(
     obj: dict, inner: list[tuple[str, dict]], checks: Plan, claims: dict | None, runtimes: RuntimeIndex | None
 ) -> list[Violation]:
@@ -338,7 +345,7 @@ def _wrapped(
                     v,
                     kind=str(obj["kind"]),
                     namespace=str(md.get("namespace") or ""),
-                    name=str(md.get("name") or ""),
+                    name=display_name(md),
                     message=f"{label}: {v.message}",
                 )
             )
@@ -394,8 +401,6 @@ def _judge(
                 continue
             md = dict_or_empty(obj.get("metadata"))
             out.append(
-                Violation(
-                    rule.id, level, obj["kind"], str(md.get("namespace") or ""), str(md.get("name") or ""), f.message
-                )
+                Violation(rule.id, level, obj["kind"], str(md.get("namespace") or ""), display_name(md), f.message)
             )
     return out

@@ -16,8 +16,8 @@ from components.platform.placement import SLOTS
 from tests.conftest import stack_platform
 from tools import upstream
 
-SYSTEM = {"nodeSelector": {"node-role.kubernetes.io/system": ""}, "taints": [{"key": "node-role.kubernetes.io/system"}]}
-TOLERATION = {"key": "node-role.kubernetes.io/system", "operator": "Exists", "effect": "NoSchedule"}
+SYSTEM = {"nodeSelector": {"node.kubernetes.io/pool": "system"}, "taints": [{"key": "node.kubernetes.io/pool", "value": "system"}]}
+TOLERATION = {"key": "node.kubernetes.io/pool", "operator": "Equal", "value": "system", "effect": "NoSchedule"}
 
 
 def _at(tree: dict, path: str):
@@ -58,14 +58,14 @@ def test_every_chart_pod_slot_gets_the_system_nodes_in_the_committed_render(rend
         if chart not in packages:
             continue
         for slot in slots:
-            assert _at(packages[chart], slot.selector) == {"node-role.kubernetes.io/system": ""}, (chart, slot.selector)
+            assert _at(packages[chart], slot.selector) == {"node.kubernetes.io/pool": "system"}, (chart, slot.selector)
             for path in slot.tolerations:
                 assert _at(packages[chart], path) == [*slot.defaults, TOLERATION], (chart, path)
             seen += 1
     assert seen >= 12
     reaper = next(o for o in run.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "fastpath-reaper")
     spec = reaper["spec"]["template"]["spec"]
-    assert (spec["nodeSelector"], spec["tolerations"], "affinity" in spec) == ({"node-role.kubernetes.io/system": ""}, [TOLERATION], False)
+    assert (spec["nodeSelector"], spec["tolerations"], "affinity" in spec) == ({"node.kubernetes.io/pool": "system"}, [TOLERATION], False)
 
 
 def test_daemonsets_stay_on_the_gpu_nodes(rendered):
@@ -75,7 +75,7 @@ def test_daemonsets_stay_on_the_gpu_nodes(rendered):
     gpu = next(p for p in run.packages if p["chart"] == "gpu-operator")["values"]
     assert TOLERATION not in gpu["daemonsets"].get("tolerations", [])
     policy = next(o for o in run.objects if o["kind"] == "NicClusterPolicy")
-    assert "node-role.kubernetes.io/system" not in str(policy["spec"].get("nodeAffinity")) + str(policy["spec"].get("tolerations"))
+    assert "node.kubernetes.io/pool" not in str(policy["spec"].get("nodeAffinity")) + str(policy["spec"].get("tolerations"))
 
 
 def test_no_system_nodes_no_placement_values():
@@ -89,11 +89,11 @@ def test_nv_ipam_controller_and_the_training_operator_are_placed_by_their_own_fi
     p = with_system("prod-ib")
     spec = network_operator.nic_cluster_policy(p)["spec"]
     assert spec["deploymentNodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
-        {"matchExpressions": [{"key": "node-role.kubernetes.io/system", "operator": "In", "values": [""]}]}
+        {"matchExpressions": [{"key": "node.kubernetes.io/pool", "operator": "In", "values": ["system"]}]}
     ]
     assert spec["deploymentTolerations"] == [TOLERATION]
     ops = yaml.safe_load(training_operator.kustomization(p)["patches"][-1]["patch"])
-    assert {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node-role.kubernetes.io/system": ""}} in ops
+    assert {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node.kubernetes.io/pool": "system"}} in ops
     assert {"op": "add", "path": "/spec/template/spec/tolerations", "value": [TOLERATION]} in ops
 
 
@@ -105,7 +105,7 @@ def test_a_pytorch_jobs_rendezvous_store_runs_on_the_system_nodes():
     r = resolve(JobSpec(name="llama", image="nvcr.io/nvidia/pytorch:25.10-py3", command=["python", "t.py"], nodes=2), prof, "test")
     store = next(o for o in rendezvous(r) if o["kind"] in ("Job", "Deployment", "Pod"))
     pod = store["spec"]["template"]["spec"]
-    assert (pod["nodeSelector"], pod["tolerations"], "affinity" in pod) == ({"node-role.kubernetes.io/system": ""}, [TOLERATION], False)
+    assert (pod["nodeSelector"], pod["tolerations"], "affinity" in pod) == ({"node.kubernetes.io/pool": "system"}, [TOLERATION], False)
 
 
 @pytest.mark.parametrize(

@@ -28,13 +28,13 @@ from components.jobs.launch import mpirun_command
 from components.jobs.resolve import Resolved, resolve
 from components.model.config import AcceptanceConfig, FabricConfig
 from components.model.job import JobSpec
-from components.model.profile import Profile, QueueProfile
+from components.model.profile import ACCEPTANCE_QUEUE, Profile, QueueProfile
 from components.platform import volcano
 
 # The env variable that carries fabric_generation into the acceptance pods.
 FABRIC_ENV = "FASTPATH_FABRIC_GENERATION"
 JOB_NAME = "nccl-acceptance"
-QUEUE = "fastpath-acceptance"
+QUEUE = ACCEPTANCE_QUEUE
 MARKER = "fastpath-acceptance:"
 CHECK_ANNOTATION = "fastpath.dev/check"
 # One-node allreduce floors (GB/s) by GPU product label: NCCL's ring reaches ~370 on 8 x H100/H200 SXM (NVLink4)
@@ -44,8 +44,7 @@ NVLINK_FLOORS = (("H200", 300.0), ("H100-80GB-HBM3", 300.0), ("H100-SXM", 300.0)
 
 
 def node_counts(acc: AcceptanceConfig, cluster_nodes: int) -> list[int]:
-    main = acc.nodes or min(2, cluster_nodes)
-    return sorted({main, *acc.scaling})
+    return acc.node_counts(cluster_nodes)
 
 
 def floor_gbps(acc: AcceptanceConfig, fab: FabricConfig) -> float | None:
@@ -238,7 +237,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
 def queue(acc: AcceptanceConfig, profile: Profile) -> dict:
     """The acceptance job's queue: capped at the largest run, so bring-up never takes the training queues' GPUs
     beyond what one run needs, and not reclaimable mid-run."""
-    gpus = acc.queue_gpus or max(node_counts(acc, profile.nodes.count)) * profile.gpu.per_node
+    gpus = acc.queue_cap(profile.nodes.count, profile.gpu.per_node)
     return volcano.queue(QUEUE, profile.cluster, "acceptance", weight=1, reclaimable=False, gpus=gpus)
 
 

@@ -137,7 +137,9 @@ def full_cluster_verdict(r: Resolved, gpus: int) -> str | None:
     sched = r.profile.scheduler
     if not sched.name or r.queue is None or r.queue not in {q.name for q in sched.queues}:
         return None
-    queues = [shares.Queue(q.name, q.weight, q.gpus) for q in sched.queues]
+    # The acceptance's queue competes too; Volcano's own `default` holds no job of fastpath's (every training
+    # namespace names its queue) and is left out.
+    queues = [shares.Queue(q.name, q.weight, q.gpus) for q in (*sched.queues, *sched.competing)]
     return str(shares.full_cluster(queues, r.profile.nodes.count * r.profile.gpu.per_node, r.queue, gpus))
 
 

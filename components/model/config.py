@@ -134,7 +134,9 @@ class TaintConfig(Model):
 
 class SystemNodesConfig(Model):
     node_selector: Annotated[dict[QualifiedName, LabelValue], Field(min_length=1)]
-    """Labels that select the CPU-only system nodes (e.g. `{node-role.kubernetes.io/system: ""}`): the operators,
+    """Labels that select the CPU-only system nodes (e.g. `{node.kubernetes.io/pool: system}`, a label the kubelet
+    may set itself with --node-labels, so replaced and autoscaled nodes carry it; NodeRestriction refuses the
+    kubelet node-role.kubernetes.io/* labels): the operators,
     controllers, webhooks and schedulers fastpath installs, its reaper and each PyTorch job's rendezvous store run
     there, off the GPU nodes whose drains (SR-IOV reboots, driver rollouts) would take them. The operators' per-node
     DaemonSets stay on the GPU nodes. Required."""
@@ -653,6 +655,14 @@ class AcceptanceConfig(Model):
     queue_gpus: Annotated[int, Field(gt=0)] | None = None
     """GPU capability of the `fastpath-acceptance` Volcano queue the job runs in, away from the training
     queues. Default: the GPUs of the largest run."""
+
+    def node_counts(self, cluster_nodes: int) -> list[int]:
+        """The node counts the acceptance runs, one after another."""
+        return sorted({self.nodes or min(2, cluster_nodes), *self.scaling})
+
+    def queue_cap(self, cluster_nodes: int, per_node: int) -> int:
+        """The `fastpath-acceptance` queue's GPU capability."""
+        return self.queue_gpus or max(self.node_counts(cluster_nodes)) * per_node
 
     @model_validator(mode="after")
     def _bands(self) -> AcceptanceConfig:

@@ -81,6 +81,8 @@ class SchedulerProfile:
     # (namespace, queue) for every training namespace: where a job that names no queue lands. Profiles exported
     # before namespaces had queues have none: every namespace's jobs then go to default_queue, as they did.
     namespace_queues: tuple[tuple[str, str], ...] = ()
+    # Queues jobs do not name but that compete for the GPUs (the fabric acceptance's), for the shares' verdict.
+    competing: tuple[QueueProfile, ...] = ()
 
     def queue_of(self, namespace: str) -> str:
         return dict(self.namespace_queues).get(namespace, self.default_queue)
@@ -102,6 +104,8 @@ class PreflightProfile:
 # its pods' priorityClassName (runtimePatches have no such field: kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/
 # trainjob_types.go PodSpecPatch) and Volcano reads the PodGroup's priority from the pod templates, so the tier is
 # in the runtime's name: `fastpath-torch` (the default tier), `fastpath-torch-critical`, `fastpath-mpi-preemptible`.
+# The fabric acceptance's own Volcano queue (components/jobs/acceptance.py QUEUE), weight 1.
+ACCEPTANCE_QUEUE = "fastpath-acceptance"
 RUNTIME_PREFIX = "fastpath"
 RUNTIME_FRAMEWORKS = ("torch", "mpi", "plain")
 
@@ -195,6 +199,7 @@ class Profile:
                 "priorityClasses": list(s.priority_classes),
                 "defaultPriorityClass": s.default_priority_class,
                 "namespaceQueues": dict(s.namespace_queues),
+                "competingQueues": [{"name": q.name, "gpus": q.gpus, "weight": q.weight} for q in s.competing],
             },
             "checkpoints": (
                 {"claim": self.checkpoints.claim, "mountRoot": self.checkpoints.mount_root}
@@ -227,6 +232,9 @@ class Profile:
                 priority_classes=tuple(s["priorityClasses"]),
                 default_priority_class=s["defaultPriorityClass"],
                 namespace_queues=tuple(sorted((s.get("namespaceQueues") or {}).items())),
+                competing=tuple(
+                    QueueProfile(q["name"], q.get("gpus"), q.get("weight") or 1) for q in s.get("competingQueues") or []
+                ),
             ),
             checkpoints=CheckpointProfile(cp["claim"], cp["mountRoot"]) if cp else None,
             preflight=PreflightProfile(pf["configMap"], pf["key"]) if pf else None,
@@ -253,6 +261,17 @@ def profile(platform: PlatformConfig) -> Profile:
             priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
             default_priority_class=DEFAULT_PRIORITY_CLASS,
             namespace_queues=tuple((ns, platform.scheduler.queue_of(ns)) for ns in platform.training_namespaces),
+            competing=(
+                (
+                    QueueProfile(
+                        ACCEPTANCE_QUEUE,
+                        platform.acceptance.queue_cap(platform.nodes.count, platform.gpu.per_node),
+                        1,
+                    ),
+                )
+                if platform.acceptance.enabled and platform.components.volcano
+                else ()
+            ),
         ),
         checkpoints=(
             CheckpointProfile(CHECKPOINT_CLAIM, CHECKPOINT_ROOT) if platform.components.checkpoint_storage else None

@@ -60,7 +60,7 @@ def deserved(queues: Sequence[Queue], total: float, requests: dict[str, float] |
 
 @dataclass(frozen=True)
 class FullCluster:
-    """Whether a gang starts when every queue has jobs waiting, and what would make it."""
+    """Whether a gang starts when every queue wants more than the cluster has, and what would make it."""
 
     starts: bool
     gpus: int
@@ -71,9 +71,9 @@ class FullCluster:
     def __str__(self) -> str:
         share = f"{self.share:.4g}"
         if self.starts:
-            return f"starts: {self.gpus} GPUs within {self.queue}'s share of {share} when every queue has jobs"
+            return f"starts: {self.gpus} GPUs within {self.queue}'s share of {share} when every queue wants more"
         return (
-            f"never while every queue has jobs: {self.gpus} GPUs over {self.queue}'s share of {share} "
+            f"never while every queue wants more than its share: {self.gpus} GPUs over {self.queue}'s share of {share} "
             f"(Volcano v1.15.1 proportion: a gang fits only inside its queue's deserved share); {self.fix}"
         )
 

@@ -88,6 +88,10 @@ def values(platform: PlatformConfig) -> dict:
         "custom": {
             "scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False),
             "enabled_admissions": f"{CHART_ADMISSIONS},{PODGROUP_MUTATE}",
+            # Off in the chart: during a rollout (a values change, a node drain) the old and the new scheduler then
+            # both bind pods for a while, two gangs onto the same GPUs. With it the new one waits for the lease
+            # (templates/scheduler.yaml and controllers.yaml pass --leader-elect; the ClusterRoles grant leases).
+            "leader_elect_enable": True,
         }
     }
     return placement.merge(v, placement.chart_values(versions.VOLCANO_CHART, platform.nodes.system))

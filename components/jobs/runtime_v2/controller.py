@@ -341,10 +341,11 @@ def effective_jobset(train_job: dict, runtime: dict) -> dict:
                     ],
                 )
             upsert(trainer_node.setdefault("ports", []), [{"containerPort": TRAINER_PORT}], "containerPort")
-    elif ml is not None:
-        # Every other policy's trainer pod set counts numNodes: plainml sets it for any policy but torch, mpi and jax
-        # (flux and xgboost included), and jax's plugin sets it itself (pkg/runtime/framework/plugins/plainml/
-        # plainml.go, jax/jax.go EnforceMLPolicy; the env jax and xgboost add, JAX_* and DMLC_*, is no fabric wiring).
+    else:
+        # Every other policy's trainer pod set counts numNodes, and a runtime without mlPolicy's too: plainml sets
+        # it for any policy but torch, mpi and jax (flux and xgboost included), and jax's plugin sets it itself
+        # (pkg/runtime/framework/plugins/plainml/plainml.go, jax/jax.go EnforceMLPolicy; the env jax and xgboost
+        # add, JAX_* and DMLC_*, is no fabric wiring).
         if trainer_job is not None and trainer.get("numNodes") is not None:
             counts[trainer_job["name"]] = trainer["numNodes"]
     # jobset/builder.go Trainer: image, command, args on the trainer's `node`; env there and, with

@@ -58,20 +58,37 @@ def _launcher_problems(where: str, trainer: dict, runtime: dict) -> list[str]:
     policy = runtime["spec"].get("mlPolicy") or {}
     if found is None:
         return []
-    if "torch" in policy and found != "torchrun":
+    # A launcher handed the torch plugin's rendezvous (`--num_machines $(PET_NNODES) --main_process_ip
+    # $(PET_MASTER_ADDR)`) starts the right processes: only one that ignores it is refused.
+    wired = any("PET_" in w for w in words)
+    if "torch" in policy and found != "torchrun" and not wired:
         return [
             f"{where}: spec.trainer.command starts {found} on a torch runtime, whose controller wires torchrun "
             f"(PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR): {found} ignores them and starts its own "
             "processes per node; start the script with torchrun (DeepSpeed and Accelerate both run under it) or use "
             "an MPI runtime"
         ]
-    if "mpi" in policy and found != "mpirun":
+    # DeepSpeed reaches the nodes itself from the hostfile the plugin mounts (`--hostfile`, `--launcher openmpi`).
+    if "mpi" in policy and found not in ("mpirun", "deepspeed"):
         return [
             f"{where}: spec.trainer.command starts {found} on an MPI runtime, which runs the command on its "
             f"launcher and reaches the nodes through mpirun's hostfile: {found} would run on the launcher alone; "
             "give the mpirun command line, or use a torch runtime"
         ]
     return []
+
+
+def _node_resources(runtime: dict) -> dict:
+    """The resources of the runtime's trainer `node` container."""
+    return next(
+        (
+            c.get("resources") or {}
+            for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+            if r["name"] == NODE or ancestor_of(r) == TRAINER
+            for c in named_containers(r["template"]["spec"]["template"]["spec"], NODE)
+        ),
+        {},
+    )
 
 
 def _partial_node_problems(where: str, asked_resources: dict, runtime: dict, asked: int, rt_gpus: int) -> list[str]:
@@ -131,17 +148,7 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
     trainer = (train_job.get("spec") or {}).get("trainer") or {}
     found: list[str] = []
     if trainer.get("resourcesPerNode") and trainer.get("numProcPerNode") is None:
-        rt_gpus = gpus_per_node(
-            next(
-                (
-                    c.get("resources") or {}
-                    for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
-                    if r["name"] == NODE or ancestor_of(r) == TRAINER
-                    for c in named_containers(r["template"]["spec"]["template"]["spec"], NODE)
-                ),
-                {},
-            )
-        )
+        rt_gpus = gpus_per_node(_node_resources(runtime))
         if rt_gpus and not gpus_per_node(trainer["resourcesPerNode"]):
             found.append(
                 f"{where}: spec.trainer.resourcesPerNode names no GPU, so the controller counts none "
@@ -149,12 +156,15 @@ def override_problems(train_job: dict, runtime: dict, derived: dict | None = Non
                 f"{rt_gpus}-GPU pods; add nvidia.com/gpu: {rt_gpus} to its requests and limits, or set "
                 f"numProcPerNode"
             )
-        elif rt_gpus and 0 < (asked := gpus_per_node(trainer["resourcesPerNode"])) < rt_gpus:
+    if trainer.get("resourcesPerNode"):  # with numProcPerNode too: how a right 4-of-8-GPU TrainJob is written
+        rt_gpus = gpus_per_node(_node_resources(runtime))
+        if rt_gpus and 0 < (asked := gpus_per_node(trainer["resourcesPerNode"])) < rt_gpus:
             found += _partial_node_problems(where, trainer["resourcesPerNode"], runtime, asked, rt_gpus)
     found += _launcher_problems(where, trainer, runtime)
     served = ((runtime.get("metadata") or {}).get("annotations") or {}).get(SERVED_NAMESPACES)
-    namespace = (train_job.get("metadata") or {}).get("namespace") or "default"
-    if isinstance(served, str) and served and namespace not in served.split(","):
+    # A manifest without a namespace goes where `kubectl -n` sends it: judged only when it names one.
+    namespace = (train_job.get("metadata") or {}).get("namespace")
+    if isinstance(served, str) and served and namespace and namespace not in served.split(","):
         found.append(
             f"{where}: runs in namespace {namespace}, which {runtime['metadata']['name']} does not serve "
             f"({served}): its pods would find no network attachment and no checkpoint claim there and never "
