@@ -121,7 +121,7 @@ def operator_install(
     why: str,
     release: str,
     chart: str,
-    repo: str,
+    repo: str | None,
     version: str,
     values: dict,
 ) -> tuple[Any, Any]:
@@ -207,3 +207,23 @@ def helm_release(name: str, chart: str, repo: str | None, version: str, namespac
         timeout=900,
         opts=opts,
     )
+
+
+DOCKER_HUB = "docker.io"
+
+
+def normalize_image(ref: str) -> str:
+    """A reference with its registry spelled out, as the container runtime reads it: `python:3` is
+    `docker.io/library/python:3`, `volcanosh/vc-scheduler` is `docker.io/volcanosh/vc-scheduler`."""
+    first, _, rest = ref.partition("/")
+    if not rest:
+        return f"{DOCKER_HUB}/library/{ref}"
+    if "." in first or ":" in first or first == "localhost":
+        return ref
+    return f"{DOCKER_HUB}/{ref}"
+
+
+def mirrored_image(ref: str, registry: str | None) -> str:
+    """`ref` under mirror `registry` in `skopeo sync --scoped` layout (components/platform/mirrors.py); unchanged
+    for None."""
+    return ref if registry is None else f"{registry}/{normalize_image(ref)}"

@@ -86,6 +86,9 @@ def trainer_controller_tag(chart_version: str) -> str:
 JOBSET_FOR_TRAINER = {TRAINER_VERSION: JOBSET_IMAGE_TAG}
 # Training Operator overlay ref -> the kubectl-delivery image published with its operator image.
 KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR = {TRAINING_OPERATOR_REF: MPI_KUBECTL_DELIVERY_IMAGE}
+# The operator image the overlay names at each ref (kubeflow/trainer@v1.9.4:manifests/overlays/standalone/
+# kustomization.yaml images:), mirrored by name and tag on a disconnected cluster.
+TRAINING_OPERATOR_IMAGE_FOR = {TRAINING_OPERATOR_REF: "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"}
 # Training Operator ref -> the commit it names (`git rev-parse v1.9.4^{commit}` in kubeflow/trainer): the overlay is
 # fetched at the commit, so a tag moved upstream cannot change the cluster while the render stays the same.
 TRAINING_OPERATOR_COMMITS = {TRAINING_OPERATOR_REF: "4445c12aa62e4345b0c2c6ac9b215a70eca46ed7"}

@@ -75,6 +75,23 @@ TEMPLATE_ONLY_KEYS = {
     # values.yaml operator.nodeSelector, operator.tolerations; tests/test_placement.py reads its default tolerations).
     ("network-operator", ("sriov-network-operator", "operator", "nodeSelector")),
     ("network-operator", ("sriov-network-operator", "operator", "tolerations")),
+    # Sub-charts' image keys a disconnected stack points at its mirror (components/platform/mirrors.py KEYS; each cited
+    # in docs/research/airgap-images-*.md at its tag): NFD 0.19.0's image, the DOCA init container's, NVSentinel's
+    # modules, the janitor's Jobs and the MongoDB store's.
+    ("gpu-operator", ("node-feature-discovery", "image", "repository")),
+    ("network-operator", ("operator", "ofedDriver")),
+    ("nvsentinel", ("gpu-health-monitor",)),
+    ("nvsentinel", ("syslog-health-monitor",)),
+    ("nvsentinel", ("metadata-collector",)),
+    ("nvsentinel", ("janitor",)),
+    ("nvsentinel", ("fault-remediation", "image", "repository")),
+    ("nvsentinel", ("fault-quarantine", "image", "repository")),
+    ("nvsentinel", ("node-drainer", "image", "repository")),
+    ("nvsentinel", ("nic-health-monitor", "image", "repository")),
+    ("nvsentinel", ("kubernetes-object-monitor", "image", "repository")),
+    ("nvsentinel", ("global", "initContainerImage", "repository")),
+    ("nvsentinel", ("platformConnector", "image", "repository")),
+    ("kubeflow-trainer", ("image", "registry")),
 }
 
 

@@ -181,4 +181,6 @@ def test_the_render_says_per_job_whether_its_gang_starts_on_a_full_cluster(rende
     render.run_program("prod-ib", extra_config={"fastpath:jobs": [{**job, "nodes": 11}, *[j for j in raw["jobs"] if j is not job]]})
     warned = [r.getMessage() for r in caplog.records]
     # prod-ib's acceptance queue (weight 1, capped above its part) competes too: research's share is 3/10 of 256.
-    assert any("job resnet-horovod: its gang never while every queue wants more than its share: 88 GPUs over research's share of 76.8 " in w and "a weight of 4 for research" in w for w in warned), warned
+    assert any("job resnet-horovod: its gang never while every queue wants more than its share: 88 GPUs over research's share of 76.8 " in w and "a weight of 4 for research" in w for w in warned), (
+        warned
+    )

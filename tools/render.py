@@ -486,12 +486,22 @@ def render_stack(stack: str, previous: Path | None = None) -> Rendered:
     files = {
         "manifests.yaml": dump_all(objs),
         "packages.yaml": dump_all(pkgs),
-        "images.txt": inventory.text(inventory.images(objs, pkgs), "images the render names (mirror these)"),
+        "images.txt": images_txt(run, objs, pkgs),
         "charts.txt": inventory.text(inventory.charts(pkgs), "charts and kustomize sources the render installs"),
         "SUMMARY.md": summary(run, objs, pkgs, [s for s in sections if s]),
         STATE_FILE: json.dumps(state, indent=1, sort_keys=True) + "\n",
     }
     return Rendered(run, objs, pkgs, files, violations, imp)
+
+
+def images_txt(run: Run, objs: list[dict], pkgs: list[dict]) -> str:
+    """Every image the render names and every image its charts pull at their tags, from the stack's mirror."""
+    registry = (integral(run.outputs.get("profile") or {}) or {}).get("imageMirror")
+    pulled, derived = inventory.chart_images(pkgs, registry)
+    doca = any(o.get("kind") == "NicClusterPolicy" and "ofedDriver" in (o.get("spec") or {}) for o in objs)
+    derived = [d for d in derived if "doca-driver" not in d or doca]
+    images = sorted({*inventory.images(objs, pkgs), *pulled})
+    return inventory.text(images, "images the render and its charts pull (mirror these)", derived)
 
 
 def jobs_section(jobs: dict) -> str:

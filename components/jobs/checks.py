@@ -229,6 +229,14 @@ def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
                 "frees its nodes, and a new job resumes from the checkpoint; remove maxRestarts",
             )
         )
+    if (mirror := profile.image_mirror) is not None and not spec.image.startswith(f"{mirror}/"):
+        found.append(
+            (
+                "image",
+                f"{spec.image} is not from mirrors.registry {mirror!r}, which this disconnected cluster pulls from: "
+                f"mirror it and name it as `{mirror}/<source registry>/<path>:<tag>`",
+            )
+        )
     per_node = profile.gpu.per_node
     if (p := fabric.partial_node_problem(fab, spec.gpus_per_node or per_node, per_node)) is not None:
         found.append(("gpusPerNode", p))

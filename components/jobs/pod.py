@@ -5,13 +5,14 @@ primary-interface annotation from here too."""
 
 from __future__ import annotations
 
-from components import k8s
+from components import k8s, versions
 from components.fabric import nccl
 from components.fabric import wiring as fabric
 from components.jobs import telemetry
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.resolve import JOB_LABEL, ROLE_LABEL, Resolved, job_labels
 from components.model.profile import Profile
+from components.platform import mirrors
 
 CONTAINER = {"pytorch": "pytorch", "mpi": "worker", "tensorflow": "tensorflow"}  # pytorch/tensorflow: required
 
@@ -94,7 +95,9 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         metadata["annotations"] = notes
     out = {"metadata": metadata, "spec": pod}
     fabric.wire_pod(r.wiring, out, wired)
-    telemetry.wire(pod, [container], prof.nccl_inspector_image)
+    telemetry.wire(
+        pod, [container], prof.nccl_inspector_image, mirrors.under(versions.OPS_PYTHON_IMAGE, prof.image_mirror)
+    )
     return out
 
 

@@ -44,7 +44,7 @@ def volume() -> dict:
     return {"name": VOLUME, "emptyDir": {"sizeLimit": "256Mi"}}
 
 
-def init_containers(image: str) -> list[dict]:
+def init_containers(image: str, metrics_image: str = versions.OPS_PYTHON_IMAGE) -> list[dict]:
     """Two native sidecars (restartPolicy Always, Kubernetes 1.29 or later): neither keeps a finished pod running,
     so jobs still complete, and neither fails its pod, which under a v1 ExitCode replica would be recreated forever
     (the operator reads no exit code from a main container that never ran; the policy pack's init-fail-fast). The
@@ -74,7 +74,7 @@ def init_containers(image: str) -> list[dict]:
         },
         {
             "name": "nccl-metrics",
-            "image": versions.OPS_PYTHON_IMAGE,
+            "image": metrics_image,
             "restartPolicy": "Always",
             "command": ["python3", "-c", PROGRAM.read_text(), METRICS_DIR, str(PORT)],
             "ports": [{"name": PORT_NAME, "containerPort": PORT}],
@@ -84,13 +84,15 @@ def init_containers(image: str) -> list[dict]:
     ]
 
 
-def wire(pod_spec: dict, containers: list[dict], image: str | None) -> None:
+def wire(
+    pod_spec: dict, containers: list[dict], image: str | None, metrics_image: str = versions.OPS_PYTHON_IMAGE
+) -> None:
     """Add the plugin, the sidecar and the variables to a GPU pod spec (nothing when telemetry is off). The
     sidecars go last: the preflight and the other checks run first, as without telemetry, and the sidecars start
     once they passed, before the training container."""
     if image is None:
         return
-    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), *init_containers(image)]
+    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), *init_containers(image, metrics_image)]
     pod_spec["volumes"] = [*pod_spec.get("volumes", []), volume()]
     for c in containers:
         c["env"] = [*c.get("env", []), *({"name": k, "value": v} for k, v in env().items())]

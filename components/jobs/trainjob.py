@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from components import k8s
+from components import k8s, versions
 from components.fabric import wiring as fabric
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.launch import MPI_LAUNCH, mpirun_command, torchrun_command
@@ -25,6 +25,7 @@ from components.jobs.runtime_v2.build import NodeShape
 from components.jobs.sizing import sizing
 from components.model.job import JobSpec
 from components.model.profile import DEFAULT_PRIORITY_CLASS, RUNTIME_PREFIX, Profile, runtime_name
+from components.platform import mirrors
 
 V2_FRAMEWORK = {"pytorch": "torch", "mpi": "mpi"}  # tensorflow has no v2 runtime (checks.api_problems)
 RUNTIME_COMPONENT = "trainer"
@@ -66,6 +67,7 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         max_restarts=trainer.max_restarts,
         pod_annotations=primary_interface(profile),
         nccl_inspector_image=profile.nccl_inspector_image,
+        metrics_image=mirrors.under(versions.OPS_PYTHON_IMAGE, profile.image_mirror),
     )
 
 

@@ -723,6 +723,25 @@ class TrainerConfig(Model):
         return self
 
 
+class MirrorsConfig(Model):
+    registry: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)*$")]
+    """The container registry (`host[:port][/path]`, no scheme) every image comes from, laid out as `skopeo sync
+    --scoped` writes it: `<registry>/<source registry>/<path>:<tag>`, e.g. `mirror.internal:5000/nvcr.io/nvidia/
+    gpu-operator:v26.7.0`. rendered/<stack>/images.txt lists what to mirror. Required."""
+    charts: Annotated[str, Field(pattern=r"^(oci|https)://\S+$")]
+    """Where every chart comes from: an OCI path (`oci://mirror.internal:5000/charts`, each chart at
+    `<path>/<name>`, as `helm push` writes it) or one Helm repository (`https://...`) whose index holds them all
+    (rendered/<stack>/charts.txt lists them). Required."""
+    training_operator: str | None = None
+    """The Kubeflow Training Operator's source for kustomize, a git URL the cluster's builder reaches
+    (`https://git.internal/kubeflow/trainer.git//manifests/overlays/standalone?ref=<commit>`) or a path relative to
+    the project. Required when the Training Operator is installed."""
+
+    def names(self, ref: str) -> bool:
+        """Whether `ref` is pulled from this mirror."""
+        return ref.startswith(f"{self.registry}/")
+
+
 class PlatformConfig(Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
@@ -752,6 +771,10 @@ class PlatformConfig(Model):
     """Node health and quarantine (NVSentinel). Default off."""
     reaper: ReaperConfig = ReaperConfig()
     """Ends jobs whose pods cannot start. Default on, 30 minutes."""
+    mirrors: MirrorsConfig | None = None
+    """A disconnected cluster's mirrors (`{registry, charts, trainingOperator}`): every image, chart and source the
+    render names comes from them, operators' images included, and every image the stack names must be one of the
+    mirror's. Default: the public sources."""
     job_api: Literal["v1", "v2", "both"] = "v1"
     """Which job API the cluster serves: `v1` (default) the Kubeflow Training Operator (PyTorchJob, MPIJob, TFJob);
     `v2` Kubeflow Trainer v2 only (TrainJobs naming the ClusterTrainingRuntimes fastpath publishes); `both` during a
@@ -938,7 +961,35 @@ class PlatformConfig(Model):
                 f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
                 "remove components.networkOperator"
             )
+        self._mirrored()
         return self
+
+    def _mirrored(self) -> None:
+        """With mirrors, every image the platform names is the mirror's, and the Training Operator has a source."""
+        m = self.mirrors
+        if m is None:
+            return
+        named = [
+            ("acceptance.image", self.acceptance.image if self.acceptance.enabled else None),
+            ("monitoring.ncclInspectorImage", self.monitoring.nccl_inspector_image),
+            *(
+                [("trainer.image", self.trainer_settings.image), ("trainer.mpiImage", self.trainer_settings.mpi_image)]
+                if "v2" in self.job_apis
+                else []
+            ),
+        ]
+        public = [f"{key} {image!r}" for key, image in named if image is not None and not m.names(image)]
+        if public:
+            raise ValueError(
+                f"{'; '.join(public)}: not from mirrors.registry {m.registry!r}, which a disconnected cluster pulls "
+                f"from; mirror it and name it as `{m.registry}/<source registry>/<path>:<tag>`"
+            )
+        if self.training_operator_enabled and not m.training_operator:
+            raise ValueError(
+                "mirrors.trainingOperator is unset but the Training Operator is installed: its kustomize overlay would "
+                "be fetched from github.com; name a git mirror or a path holding kubeflow/trainer at "
+                f"{self.versions.training_operator}"
+            )
 
     @property
     def training_operator_enabled(self) -> bool:

@@ -150,6 +150,8 @@ class Profile:
     """Trainer v2's published runtimes (when job_apis has v2)."""
     nccl_inspector_image: str | None = None
     """The image with NCCL's Inspector plugin every GPU pod loads (monitoring.ncclInspectorImage); None: off."""
+    image_mirror: str | None = None
+    """The registry every image comes from on a disconnected cluster (platform.mirrors.registry); None: public."""
     lost_node_seconds: int | None = None
     """How long a lost node keeps its pods before node health releases them (health.lostNodeMinutes); None: until
     a person does."""
@@ -210,6 +212,7 @@ class Profile:
                 {"configMap": self.preflight.config_map, "key": self.preflight.key} if self.preflight else None
             ),
             "ncclInspectorImage": self.nccl_inspector_image,
+            "imageMirror": self.image_mirror,
             "lostNodeSeconds": self.lost_node_seconds,
         }
 
@@ -242,6 +245,7 @@ class Profile:
             job_apis=tuple(d.get("jobApis") or ("v1",)),
             trainer=(TrainerProfile(tr["image"], tr.get("mpiImage"), tr["maxRestarts"]) if tr else None),
             nccl_inspector_image=d.get("ncclInspectorImage"),
+            image_mirror=d.get("imageMirror"),
             lost_node_seconds=d.get("lostNodeSeconds"),
         )
 
@@ -285,6 +289,7 @@ def profile(platform: PlatformConfig) -> Profile:
             else None
         ),
         nccl_inspector_image=platform.monitoring.nccl_inspector_image,
+        image_mirror=platform.mirrors.registry if platform.mirrors else None,
         lost_node_seconds=(
             h.lost_node_minutes * 60 if (h := platform.health).enabled and h.lost_node_minutes is not None else None
         ),

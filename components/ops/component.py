@@ -88,7 +88,9 @@ def objects(platform: PlatformConfig) -> list[dict[str, Any]]:
         "containers": [
             {
                 "name": "reaper",
-                "image": versions.OPS_PYTHON_IMAGE,
+                "image": k8s.mirrored_image(
+                    versions.OPS_PYTHON_IMAGE, platform.mirrors.registry if platform.mirrors else None
+                ),
                 "command": ["python3", "-u", "/reaper/reaper.py"],
                 "env": [{"name": k, "value": v} for k, v in env(platform).items()],
                 "resources": {"requests": dict(small), "limits": dict(small)},

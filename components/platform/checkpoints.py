@@ -10,7 +10,7 @@ import pulumi
 from components import k8s, versions
 from components.model import profile
 from components.model.config import PlatformConfig
-from components.platform import placement
+from components.platform import mirrors, placement
 
 COMPONENT = "checkpoints"
 NAMESPACE = "kube-system"  # where upstream installs csi-driver-nfs
@@ -51,8 +51,12 @@ def values(platform: PlatformConfig) -> dict:
     if nfs is not None and nfs.rdma:
         v["controller"]["nodeSelector"] = {k8s.GPU_PRODUCT_LABEL: platform.gpu.product}
         v["controller"]["tolerations"] = [*CONTROLLER_TOLERATIONS, *k8s.gpu_tolerations(platform.gpu.taint_key)]
-        return v  # it mounts over RDMA itself: on a GPU node even when the stack names system nodes
-    return placement.merge(v, placement.chart_values(versions.CSI_NFS_CHART, platform.nodes.system))
+        # It mounts over RDMA itself: on a GPU node even when the stack names system nodes.
+        return placement.merge(v, mirrors.chart_values(versions.CSI_NFS_CHART, platform.mirrors))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.CSI_NFS_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.CSI_NFS_CHART, platform.mirrors),
+    )
 
 
 def storage_class_name(platform: PlatformConfig) -> str:
@@ -137,8 +141,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         if sc is not None:
             self.release = k8s.helm_release(
                 "csi-driver-nfs",
-                versions.CSI_NFS_CHART,
-                versions.CSI_NFS_REPO,
+                *mirrors.chart_source(versions.CSI_NFS_CHART, versions.CSI_NFS_REPO, p.mirrors),
                 p.versions.csi_driver_nfs,
                 NAMESPACE,
                 values(p),

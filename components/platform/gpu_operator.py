@@ -9,7 +9,7 @@ import pulumi
 from components import k8s, versions
 from components.jobs.resolve import TRAINING_POD_SELECTOR
 from components.model.config import PlatformConfig
-from components.platform import placement
+from components.platform import mirrors, placement
 
 NAMESPACE = "gpu-operator"
 COMPONENT = "gpu-operator"
@@ -71,7 +71,10 @@ def values(platform: PlatformConfig) -> dict:
     v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}
     if mon.enabled and mon.service_monitor_labels:
         v["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(mon.service_monitor_labels)
-    return placement.merge(v, placement.chart_values(versions.GPU_OPERATOR_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.GPU_OPERATOR_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.GPU_OPERATOR_CHART, platform.mirrors),
+    )
 
 
 @dataclass
@@ -100,8 +103,7 @@ class GpuOperator(pulumi.ComponentResource):
             "privileged",
             "driver and toolkit DaemonSets load kernel modules and mount host paths",
             "gpu-operator",
-            versions.GPU_OPERATOR_CHART,
-            versions.GPU_OPERATOR_REPO,
+            *mirrors.chart_source(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, p.mirrors),
             p.versions.gpu_operator,
             values(p),
         )

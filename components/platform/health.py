@@ -39,7 +39,7 @@ from components import k8s, versions
 from components.fabric import wiring as fabric
 from components.model.config import PlatformConfig
 from components.ops import component as ops
-from components.platform import gpu_operator, network_operator, placement, trainer, training_operator, volcano
+from components.platform import gpu_operator, mirrors, network_operator, placement, trainer, training_operator, volcano
 
 NAMESPACE = "nvsentinel"  # the chart's defaults name it (janitor, node-drainer.systemNamespaces, log collector)
 COMPONENT = "health"
@@ -263,7 +263,10 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
     if reboot:
         # The simulated `kind` provider is the default; on real nodes, reboot through a privileged Job.
         v["janitor-provider"] = {"csp": {"provider": "generic"}}
-    return placement.merge(v, placement.chart_values(versions.NVSENTINEL_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.NVSENTINEL_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.NVSENTINEL_CHART, platform.mirrors),
+    )
 
 
 def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
@@ -272,7 +275,10 @@ def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
     values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it. Its
     controller, webhook, cainjector and startup check go to the system nodes when the stack names them."""
     v = {"crds": {"enabled": True}}
-    return placement.merge(v, placement.chart_values(versions.CERT_MANAGER_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.CERT_MANAGER_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.CERT_MANAGER_CHART, platform.mirrors),
+    )
 
 
 @dataclass
@@ -308,8 +314,7 @@ class Health(pulumi.ComponentResource):
                 "baseline",
                 "cert-manager's controller, webhook and cainjector need no host access",
                 "cert-manager",
-                versions.CERT_MANAGER_CHART,
-                versions.CERT_MANAGER_REPO,
+                *mirrors.chart_source(versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_REPO, p.mirrors),
                 versions.CERT_MANAGER_VERSION,
                 cert_manager_values(p),
             )
@@ -322,8 +327,7 @@ class Health(pulumi.ComponentResource):
         )
         self.release = k8s.helm_release(
             "nvsentinel",
-            versions.NVSENTINEL_CHART,
-            None,
+            *mirrors.chart_source(versions.NVSENTINEL_CHART, None, p.mirrors),
             versions.NVSENTINEL_VERSION,
             NAMESPACE,
             values(p),

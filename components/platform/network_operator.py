@@ -12,8 +12,8 @@ from components import k8s, versions
 from components.fabric import addressing
 from components.fabric import wiring as fab
 from components.jobs.resolve import TRAINING_POD_SELECTOR
-from components.model.config import PlatformConfig
-from components.platform import networks, placement
+from components.model.config import MirrorsConfig, PlatformConfig
+from components.platform import mirrors, networks, placement
 
 NAMESPACE = "nvidia-network-operator"
 COMPONENT = "network-operator"
@@ -47,11 +47,14 @@ def values(platform: PlatformConfig) -> dict:
         # The parent chart's default, pinned: the SriovOperatorConfig `default` it creates is what makes the
         # operator deploy its config daemon; without it no VF is ever configured.
         v["sriov-network-operator"] = {"sriovOperatorConfig": {"deploy": True}}
-    return placement.merge(v, placement.chart_values(versions.NETWORK_OPERATOR_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.NETWORK_OPERATOR_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.NETWORK_OPERATOR_CHART, platform.mirrors),
+    )
 
 
-def _image(name: str, version: str) -> dict:
-    return {"image": name, "repository": versions.MELLANOX_REPOSITORY, "version": version}
+def _image(name: str, version: str, mirror: MirrorsConfig | None = None) -> dict:
+    return {"image": name, "repository": mirrors.image(versions.MELLANOX_REPOSITORY, mirror), "version": version}
 
 
 # How long `pulumi up` waits for the NicClusterPolicy to report ready: the DOCA driver container compiles
@@ -90,7 +93,9 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     spec: dict = {}
     if not platform.gpu.host_mofed:
         spec["ofedDriver"] = {
-            **_image("doca-driver", versions.DOCA_DRIVER_VERSIONS[platform.versions.network_operator]),
+            **_image(
+                "doca-driver", versions.DOCA_DRIVER_VERSIONS[platform.versions.network_operator], platform.mirrors
+            ),
             # maxParallelUpgrades 1 is the CRD's default, pinned: a driver upgrade restarts the RDMA stack, so
             # one node at a time. Before it, the node waits for the training pods on it to finish (fastpath's role
             # label, as the GPU driver's upgrades do), then drains what is left; without these the operator only
@@ -120,7 +125,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
                     ]
                 }
                 spec["rdmaSharedDevicePlugin"] = {
-                    **_image("k8s-rdma-shared-dev-plugin", tag),
+                    **_image("k8s-rdma-shared-dev-plugin", tag, platform.mirrors),
                     "config": json.dumps(config, indent=2),
                 }
             case "hostdevice":
@@ -135,7 +140,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
                     ]
                 }
                 spec["sriovDevicePlugin"] = {
-                    **_image("sriov-network-device-plugin", tag),
+                    **_image("sriov-network-device-plugin", tag, platform.mirrors),
                     "config": json.dumps(config, indent=2),
                 }
             case "sriov":  # the SR-IOV operator (chart values) runs its own device plugin
@@ -146,13 +151,16 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     # node's interfaces and `rdma-only` pods need no address on the rail (both optional in the NicClusterPolicy,
     # network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go).
     if f.secondary_network:
-        secondary: dict = {"cniPlugins": _image("plugins", tag), "multus": _image("multus-cni", tag)}
+        secondary: dict = {
+            "cniPlugins": _image("plugins", tag, platform.mirrors),
+            "multus": _image("multus-cni", tag, platform.mirrors),
+        }
         if networks.cni(f) == "ipoib":
-            secondary["ipoib"] = _image("ipoib-cni", tag)
+            secondary["ipoib"] = _image("ipoib-cni", tag, platform.mirrors)
         spec["secondaryNetwork"] = secondary
         # enableWebhook false is the zero value, pinned: the nv-ipam webhook needs cert-manager, which fastpath
         # does not install.
-        spec["nvIpam"] = {**_image("nvidia-k8s-ipam", tag), "enableWebhook": False}
+        spec["nvIpam"] = {**_image("nvidia-k8s-ipam", tag, platform.mirrors), "enableWebhook": False}
     if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT or platform.health.enabled:
         # With node health, the operands also tolerate the quarantine taint (k8s.QUARANTINE_TAINT says why).
         spec["tolerations"] = [
@@ -265,8 +273,7 @@ class NetworkOperator(pulumi.ComponentResource):
             "privileged",
             "DOCA driver, device plugins and CNI DaemonSets need host network, host paths and privileges",
             "network-operator",
-            versions.NETWORK_OPERATOR_CHART,
-            versions.NETWORK_OPERATOR_REPO,
+            *mirrors.chart_source(versions.NETWORK_OPERATOR_CHART, versions.NETWORK_OPERATOR_REPO, p.mirrors),
             p.versions.network_operator,
             values(p),
         )

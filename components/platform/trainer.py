@@ -25,7 +25,7 @@ from components import k8s, versions
 from components.jobs import trainjob
 from components.model.config import PlatformConfig
 from components.model.profile import Profile
-from components.platform import placement
+from components.platform import mirrors, placement
 
 TOKEN = "fastpath:platform:Trainer"
 NAMESPACE = "kubeflow-system"  # upstream's, and the trainer's certificate code's fallback namespace
@@ -56,7 +56,10 @@ RUNTIME_IMMUTABLE = [
 def values(platform: PlatformConfig) -> dict[str, Any]:
     """Helm values for kubeflow-trainer: the controller and JobSet images pinned, the chart's own runtimes off, the
     controllers on the system nodes when the stack names them."""
-    return placement.merge(_values(platform), placement.chart_values(versions.TRAINER_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(_values(platform), placement.chart_values(versions.TRAINER_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.TRAINER_CHART, platform.mirrors),
+    )
 
 
 def _values(platform: PlatformConfig) -> dict[str, Any]:
@@ -178,8 +181,7 @@ class Trainer(pulumi.ComponentResource):
         self.rbac = [k8s.apply(m, pulumi.ResourceOptions(parent=self)) for m in priority_class_rbac(p.cluster)]
         self.release = k8s.helm_release(
             RELEASE,
-            versions.TRAINER_CHART,
-            None,
+            *mirrors.chart_source(versions.TRAINER_CHART, None, p.mirrors),
             p.versions.trainer,
             NAMESPACE,
             values(p),

@@ -48,7 +48,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from components import k8s, versions
 from components.model.config import PlatformConfig
-from components.platform import placement
+from components.platform import mirrors, placement
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(".cache") / "kustomize"
@@ -95,9 +95,12 @@ def manager_flags(platform: PlatformConfig) -> list[str]:
     flags = [GANG_FLAG] if platform.components.volcano else []
     return [
         *flags,
-        f"--pytorch-init-container-image={versions.PYTORCH_INIT_CONTAINER_IMAGE}",
+        f"--pytorch-init-container-image={mirrors.image(versions.PYTORCH_INIT_CONTAINER_IMAGE, platform.mirrors)}",
         f"--pytorch-init-container-template-file={INIT_TEMPLATE_DIR}/{INIT_TEMPLATE_KEY}",
-        f"--mpi-kubectl-delivery-image={versions.KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR[platform.versions.training_operator]}",
+        "--mpi-kubectl-delivery-image="
+        + mirrors.image(
+            versions.KUBECTL_DELIVERY_FOR_TRAINING_OPERATOR[platform.versions.training_operator], platform.mirrors
+        ),
     ]
 
 
@@ -143,13 +146,26 @@ def deployment_ops(flags: list[str], placement_spec: dict | None = None) -> list
     ]
 
 
+def _overlay_image(platform: PlatformConfig) -> dict:
+    """The overlay's one image renamed to the mirror's by kustomize's `images:` (matched by name; the manager's
+    flags name the images it injects). The tag is restated so the inventory names the image whole."""
+    name, _, tag = versions.TRAINING_OPERATOR_IMAGE_FOR[platform.versions.training_operator].rpartition(":")
+    return {"name": name, "newName": mirrors.image(name, platform.mirrors), "newTag": tag}
+
+
 def kustomization(platform: PlatformConfig) -> dict:
     """What the provider builds: the overlay at the stack's ref, with fastpath's patches."""
     deployment = {"group": "apps", "version": "v1", "kind": "Deployment", "name": DEPLOYMENT, "namespace": NAMESPACE}
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [overlay_url(platform.versions.training_operator)],
+        # A disconnected cluster's builder fetches the overlay from the stack's mirror (a git mirror or a path).
+        "resources": [
+            platform.mirrors.training_operator
+            if platform.mirrors is not None and platform.mirrors.training_operator
+            else overlay_url(platform.versions.training_operator)
+        ],
+        **({"images": [_overlay_image(platform)]} if platform.mirrors is not None else {}),
         "patches": [
             {"patch": yaml.safe_dump(OMIT_NAMESPACE, sort_keys=False)},
             {
@@ -256,7 +272,11 @@ class TrainingOperator(pulumi.ComponentResource):
         self.init_template = k8s.apply(
             init_template_configmap(p), pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
         )
-        self.url = overlay_url(p.versions.training_operator)
+        self.url = (
+            p.mirrors.training_operator
+            if p.mirrors is not None and p.mirrors.training_operator
+            else overlay_url(p.versions.training_operator)
+        )
         doc = kustomization(p)
         self.directory = Directory(
             "training-operator",

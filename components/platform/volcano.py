@@ -11,7 +11,7 @@ import yaml
 from components import k8s, versions
 from components.model import profile
 from components.model.config import PlatformConfig
-from components.platform import placement
+from components.platform import mirrors, placement
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"
@@ -94,7 +94,10 @@ def values(platform: PlatformConfig) -> dict:
             "leader_elect_enable": True,
         }
     }
-    return placement.merge(v, placement.chart_values(versions.VOLCANO_CHART, platform.nodes.system))
+    return placement.merge(
+        placement.merge(v, placement.chart_values(versions.VOLCANO_CHART, platform.nodes.system)),
+        mirrors.chart_values(versions.VOLCANO_CHART, platform.mirrors),
+    )
 
 
 def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool, gpus: int | None) -> dict[str, Any]:
@@ -159,8 +162,7 @@ class Volcano(pulumi.ComponentResource):
             "baseline",
             "scheduler, controllers and webhook run unprivileged",
             "volcano",
-            versions.VOLCANO_CHART,
-            versions.VOLCANO_REPO,
+            *mirrors.chart_source(versions.VOLCANO_CHART, versions.VOLCANO_REPO, p.mirrors),
             p.versions.volcano,
             values(p),
         )

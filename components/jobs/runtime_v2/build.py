@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components import versions
 from components.fabric.wiring import TORCHRUN_POD_ADDRESS, PodWiring, wire_pod
 from components.jobs import telemetry
 from components.jobs.runtime_v2.controller import (
@@ -119,6 +120,8 @@ class NodeShape:
     """Gang restarts (JobSet failurePolicy.maxRestarts) before the run fails."""
     nccl_inspector_image: str | None = None
     """Training-time telemetry (components/jobs/telemetry.py); None: off."""
+    metrics_image: str = versions.OPS_PYTHON_IMAGE
+    """The telemetry sidecar's (from the mirror on a disconnected cluster)."""
     ssh_mount_path: str = SSH_MOUNT
     """Where the trainer mounts the ssh Secret (mlPolicy.mpi.sshAuthMountPath): root's ~/.ssh, the user MPI pods
     run as."""
@@ -221,7 +224,7 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         metadata["annotations"] = dict(shape.pod_annotations)
     pod = {"metadata": metadata, "spec": spec}
     wire_pod(shape.wiring, pod, [container, *spec.get("initContainers", [])])
-    telemetry.wire(spec, [container], shape.nccl_inspector_image)
+    telemetry.wire(spec, [container], shape.nccl_inspector_image, shape.metrics_image)
     return pod
 
 

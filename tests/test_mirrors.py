@@ -1,0 +1,139 @@
+"""Disconnected clusters (platform.mirrors, components/platform/mirrors.py): with mirrors, nothing the render names or
+the program fetches is a public host, every chart's operators pull from the mirror, and the stack's own images must
+be the mirror's."""
+
+import re
+
+import pytest
+import yaml
+
+from components.model import config, stack
+from components.platform import mirrors
+from tests.conftest import stack_platform
+from tests.helpers import stack_raw
+from tools import upstream
+
+AIRGAP = "prod-airgap"
+MIRROR = "mirror.internal:5000"
+# Public registries, chart repositories and git hosts the charts and fastpath name by default.
+PUBLIC = ("nvcr.io", "docker.io", "ghcr.io", "quay.io", "registry.k8s.io", "public.ecr.aws", "github.com", "githubusercontent.com", "helm.ngc.nvidia.com", "charts.jetstack.io", "github.io")
+# A public host where it is a host: at the start of a value or after a scheme, not inside the mirror's scoped path.
+AS_HOST = re.compile(r"(?:^|[\s'\"=]|://)((?:[\w-]+\.)*(?:" + "|".join(re.escape(h) for h in PUBLIC) + r"))(?=[/:\s'\"]|$)", re.M)
+
+
+def _hosts(text: str) -> set[str]:
+    return set(AS_HOST.findall(text))
+
+
+def test_the_air_gapped_render_names_no_public_host(rendered):
+    """manifests.yaml, packages.yaml (values included), images.txt and charts.txt, and every chart and source the
+    provider would fetch. The one exception is kustomize's image matcher (`images[].name`): the name it renames
+    from, never pulled."""
+    r = rendered(AIRGAP)
+    packages = list(yaml.safe_load_all(r.files["packages.yaml"]))
+    for pkg in packages:
+        if pkg["kind"] == "kustomize":
+            for image in pkg["kustomization"].get("images", []):
+                assert image["newName"].startswith(f"{MIRROR}/")
+                image["name"] = "<matched>"
+    text = r.files["manifests.yaml"] + yaml.safe_dump_all(packages) + r.files["images.txt"] + r.files["charts.txt"]
+    assert _hosts(text) == set(), sorted(_hosts(text))
+    for pkg in packages:
+        if pkg["kind"] == "helm":
+            assert pkg["chart"].startswith(f"oci://{MIRROR}/charts/") and pkg["repo"] is None, pkg["name"]
+        else:
+            assert pkg["source"].startswith("https://git.internal/"), pkg["source"]
+    images = [line for line in r.files["images.txt"].splitlines() if not line.startswith("#")]
+    assert images and all(i.startswith(f"{MIRROR}/") for i in images)
+
+
+def test_the_public_twin_names_them(rendered):
+    """The detector finds what it is for: prod-ib, the same cluster without mirrors, names public hosts."""
+    r = rendered("prod-ib")
+    assert {"nvcr.io", "helm.ngc.nvidia.com", "github.com"} <= _hosts(r.files["manifests.yaml"] + r.files["packages.yaml"])
+
+
+def test_every_chart_key_points_at_the_mirror(rendered):
+    packages = {p["chart"].rsplit("/", 1)[-1]: p for p in yaml.safe_load_all(rendered(AIRGAP).files["packages.yaml"]) if p["kind"] == "helm"}
+    seen = 0
+    for chart, keys in mirrors.KEYS.items():
+        pkg = packages.get(chart.rsplit("/", 1)[-1])
+        if pkg is None:
+            continue
+        for key in keys:
+            node = pkg["values"]
+            for part in key.path.split("."):
+                node = node[part]
+            want = f"{MIRROR}/{key.default}" if key.kind == "registry" else f"{MIRROR}/{mirrors.normalize(key.default)}"
+            assert node == want, (chart, key.path)
+            seen += 1
+    assert seen >= 40
+
+
+@pytest.mark.parametrize(
+    ("file", "path", "chart"),
+    [
+        ("gpu-operator.values.yaml", None, "gpu-operator"),
+        ("network-operator.values.yaml", None, "network-operator"),
+        ("volcano.values.yaml", None, "volcano"),
+        ("kubeflow-trainer.values.yaml", None, "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"),
+        ("csi-driver-nfs.values.yaml", None, "csi-driver-nfs"),
+    ],
+)
+def test_key_defaults_are_the_charts_at_their_tags(file, path, chart):
+    """Each key's default is what the chart's values file says at the pinned version (../shared/upstream/values);
+    keys of sub-charts not in the file are cited in docs/research/airgap-images-*.md."""
+    values = yaml.safe_load(upstream.path(f"values/{file}").read_text())
+    checked = 0
+    for key in mirrors.KEYS[chart]:
+        node = values
+        for part in key.path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue  # a sub-chart's own key
+        assert node == key.default, (chart, key.path, node)
+        checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.parametrize(
+    ("ref", "normalized"),
+    [
+        ("python:3.13", "docker.io/library/python:3.13"),
+        ("volcanosh/vc-scheduler:v1.15.1", "docker.io/volcanosh/vc-scheduler:v1.15.1"),
+        ("nvcr.io/nvidia/pytorch:25.10-py3", "nvcr.io/nvidia/pytorch:25.10-py3"),
+        ("localhost/x:1", "localhost/x:1"),
+        ("registry:5000/x:1", "registry:5000/x:1"),
+    ],
+)
+def test_references_are_normalized_as_the_runtime_reads_them(ref, normalized):
+    assert mirrors.normalize(ref) == normalized
+    assert mirrors.under(ref, MIRROR) == f"{MIRROR}/{normalized}"
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda raw: raw["jobs"][0].update(image="nvcr.io/nvidia/pytorch:25.10-py3"), "fastpath:jobs[0].image: nvcr.io/nvidia/pytorch:25.10-py3 is not from mirrors.registry"),
+        (
+            lambda raw: raw["platform"]["monitoring"].update(ncclInspectorImage="registry.example.internal/x:1"),
+            "monitoring.ncclInspectorImage 'registry.example.internal/x:1': not from mirrors.registry",
+        ),
+        (lambda raw: raw["platform"]["mirrors"].pop("trainingOperator"), "mirrors.trainingOperator is unset but the Training Operator is installed"),
+        (lambda raw: raw["platform"]["mirrors"].update(registry="https://mirror.internal"), "fastpath:platform.mirrors.registry"),
+        (lambda raw: raw["platform"]["mirrors"].update(charts="mirror.internal/charts"), "fastpath:platform.mirrors.charts"),
+    ],
+)
+def test_what_a_disconnected_cluster_cannot_pull_is_refused(change, needle):
+    raw = stack_raw(AIRGAP)
+    change(raw)
+    with pytest.raises(config.ConfigError) as err:
+        stack.parse(raw, f"stacks/Pulumi.{AIRGAP}.yaml")
+    assert needle in str(err.value), str(err.value)
+
+
+def test_no_mirrors_no_change():
+    for chart in mirrors.KEYS:
+        assert mirrors.chart_values(chart, None) == {}
+    assert mirrors.chart_source("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", None) == ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia")
+    assert stack_platform("prod-ib").get("mirrors") is None
