@@ -10,7 +10,7 @@ from components.jobs.acceptance import FabricAcceptance, FabricAcceptanceArgs
 from components.jobs.checks import api_of
 from components.jobs.component import TrainingJob, TrainingJobArgs
 from components.model import config, stack
-from components.platform import training_operator
+from components.platform import mirrors, training_operator
 from components.platform.component import Platform, PlatformArgs, left_on_destroy
 
 try:
@@ -66,4 +66,6 @@ if cfg.platform.acceptance.enabled:
 pulumi.export("profile", platform.profile.to_data())
 pulumi.export(preview.STATE_OUTPUT, state)
 pulumi.export("leftOnDestroy", left_on_destroy(cfg.platform))
+# Images no object names because an operator picks them from the nodes (rendered/<stack>/images.txt lists them).
+pulumi.export("derivedImages", mirrors.derived_images(cfg.platform))
 pulumi.export("jobs", {job.contract["job"]: job.contract for job in jobs})

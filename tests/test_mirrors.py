@@ -137,3 +137,46 @@ def test_no_mirrors_no_change():
         assert mirrors.chart_values(chart, None) == {}
     assert mirrors.chart_source("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", None) == ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia")
     assert stack_platform("prod-ib").get("mirrors") is None
+
+
+def _precompiled(raw: dict) -> dict:
+    gpu = raw["platform"]["gpu"]
+    gpu.pop("driverPreinstalled")
+    gpu["precompiledDriver"] = {"branch": "595", "kernels": ["6.8.0-60-generic", "6.8.0-71-generic"]}
+    return raw
+
+
+def test_a_disconnected_cluster_runs_precompiled_drivers_listed_per_kernel():
+    """NVIDIA/gpu-operator@v26.7.0: driver.usePrecompiled with driver.version the branch makes the operator run
+    `driver:<branch>-<kernel>-<os>` per node kernel (no build from the OS's package repositories). Each declared
+    kernel's image is in images.txt, from the mirror."""
+    from tools import render
+
+    raw = _precompiled(stack_raw(AIRGAP))
+    run = render.run_program(AIRGAP, extra_config={"fastpath:platform": raw["platform"]})
+    packages = render.packages(run)
+    driver = next(p for p in packages if p["name"] == "gpu-operator")["values"]["driver"]
+    assert (driver["enabled"], driver["usePrecompiled"], driver["version"]) == (True, True, "595")
+    assert driver["repository"] == f"{MIRROR}/nvcr.io/nvidia"
+    images = render.images_txt(run, render.manifests(run), packages)
+    for kernel in ("6.8.0-60-generic", "6.8.0-71-generic"):
+        assert f"{MIRROR}/nvcr.io/nvidia/driver:595-{kernel}-ubuntu24.04\n" in images
+    assert "tag per node: nvcr.io/nvidia/driver" not in images
+    chart = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["driver"]
+    assert chart["usePrecompiled"] is False and chart["repository"] == "nvcr.io/nvidia"
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda raw: raw["platform"]["gpu"].pop("driverPreinstalled"), "builds the driver on each node"),
+        (lambda raw: raw["platform"]["gpu"].update(precompiledDriver={"branch": "595", "kernels": ["6.8.0-60-generic"]}), "gpu.precompiledDriver and gpu.driverPreinstalled both set"),
+        (lambda raw: _precompiled(raw)["platform"]["gpu"]["precompiledDriver"].update(kernels=["latest"]), "fastpath:platform.gpu.precompiledDriver.kernels[0]"),
+    ],
+)
+def test_driver_sources_a_disconnected_cluster_cannot_use_are_refused(change, needle):
+    raw = stack_raw(AIRGAP)
+    change(raw)
+    with pytest.raises(config.ConfigError) as err:
+        stack.parse(raw, f"stacks/Pulumi.{AIRGAP}.yaml")
+    assert needle in str(err.value), str(err.value)

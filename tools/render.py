@@ -500,7 +500,10 @@ def images_txt(run: Run, objs: list[dict], pkgs: list[dict]) -> str:
     pulled, derived = inventory.chart_images(pkgs, registry)
     doca = any(o.get("kind") == "NicClusterPolicy" and "ofedDriver" in (o.get("spec") or {}) for o in objs)
     derived = [d for d in derived if "doca-driver" not in d or doca]
-    images = sorted({*inventory.images(objs, pkgs), *pulled})
+    derived_images = integral(run.outputs.get("derivedImages") or [])
+    if derived_images:  # named by the stack (gpu.precompiledDriver): no longer a per-node note
+        derived = [d for d in derived if "nvcr.io/nvidia/driver" not in d]
+    images = sorted({*inventory.images(objs, pkgs), *pulled, *derived_images})
     return inventory.text(images, "images the render and its charts pull (mirror these)", derived)
 
 

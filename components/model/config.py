@@ -88,6 +88,25 @@ class ConfigError(Exception):
         return lines
 
 
+KernelRelease = Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9A-Za-z.-]+$")]
+
+
+class PrecompiledDriverConfig(Model):
+    branch: Annotated[str, Field(pattern=r"^[0-9]{3}$")]
+    """The driver branch (`595`): the GPU Operator runs `driver:<branch>-<kernel>-<os>` on each node
+    (NVIDIA/gpu-operator@v26.7.0 controllers/object_controls.go, one DaemonSet per kernel NFD finds). Required."""
+    kernels: Annotated[
+        list[Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9A-Za-z.-]+$")]], Field(min_length=1)
+    ]
+    """Every kernel the GPU nodes run (`uname -r`, e.g. `6.8.0-60-generic`): each needs its image in the mirror
+    (images.txt lists them); a node on another kernel gets no driver. Required."""
+    os: Annotated[str, Field(pattern=r"^(ubuntu22\.04|ubuntu24\.04|ubuntu26\.04)$")] = "ubuntu24.04"
+    """The nodes' OS tag; NVIDIA publishes precompiled drivers for Ubuntu. Default ubuntu24.04."""
+
+    def images(self) -> list[str]:
+        return [f"nvcr.io/nvidia/driver:{self.branch}-{k}-{self.os}" for k in self.kernels]
+
+
 class GpuConfig(Model):
     product: LabelValue
     """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
@@ -106,11 +125,24 @@ class GpuConfig(Model):
     driver_preinstalled: bool = False
     """The NVIDIA driver is already installed on the hosts (the GPU Operator then does not deploy it).
     Default false."""
+    precompiled_driver: PrecompiledDriverConfig | None = None
+    """The GPU Operator runs NVIDIA's precompiled driver images (`{branch, kernels, os}`) instead of building the
+    driver on each node, which needs the OS's package repositories: the path for a disconnected cluster that does
+    not preinstall its driver. Default: built on the node."""
     host_mofed: bool = False
     """MOFED/DOCA-OFED is installed on the hosts, so the Network Operator does not deploy the DOCA driver.
     Default false."""
     taint_key: QualifiedName = "nvidia.com/gpu"
     """Key of the taint on GPU nodes that training pods tolerate. Default `nvidia.com/gpu`."""
+
+    @model_validator(mode="after")
+    def _one_driver_source(self) -> GpuConfig:
+        if self.precompiled_driver is not None and self.driver_preinstalled:
+            raise ValueError(
+                "gpu.precompiledDriver and gpu.driverPreinstalled both set: the driver is either on the hosts or the "
+                "GPU Operator's; keep one"
+            )
+        return self
 
     @field_validator("product", mode="before")
     @classmethod
@@ -983,6 +1015,12 @@ class PlatformConfig(Model):
             raise ValueError(
                 f"{'; '.join(public)}: not from mirrors.registry {m.registry!r}, which a disconnected cluster pulls "
                 f"from; mirror it and name it as `{m.registry}/<source registry>/<path>:<tag>`"
+            )
+        if not self.gpu.driver_preinstalled and self.gpu.precompiled_driver is None:
+            raise ValueError(
+                "mirrors is set but the GPU Operator builds the driver on each node, from kernel headers in the OS's "
+                "package repositories a disconnected cluster cannot reach: set gpu.precompiledDriver (the nodes' "
+                "kernels, images from the mirror) or gpu.driverPreinstalled"
             )
         if self.training_operator_enabled and not m.training_operator:
             raise ValueError(

@@ -51,6 +51,12 @@ def values(platform: PlatformConfig) -> dict:
         # NVIDIA/k8s-operator-libs/pkg/upgrade/common_manager.go ProcessWaitForJobsRequiredNodes, pod_manager.go).
         # The rest of the policy keeps the chart's defaults: autoUpgrade, one node at a time, at most 25% down.
         v["driver"]["upgradePolicy"] = {"waitForCompletion": {"podSelector": TRAINING_POD_SELECTOR}}
+    if gpu.precompiled_driver is not None:
+        # NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml driver.usePrecompiled with driver.version
+        # the branch: the operator picks `driver:<branch>-<kernel>-<os>` per node kernel (no build, no package
+        # repositories: the path for disconnected clusters).
+        v["driver"]["usePrecompiled"] = True
+        v["driver"]["version"] = gpu.precompiled_driver.branch
     if gpu.gpu_direct == "peermem":
         v["driver"]["rdma"] = {"enabled": True, **({"useHostMofed": True} if gpu.host_mofed else {})}
     v["nfd"] = {"enabled": True}  # the chart's default, pinned: the network operator relies on this NFD

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from components import k8s, versions
-from components.model.config import MirrorsConfig
+from components.model.config import MirrorsConfig, PlatformConfig
 
 DOCKER_HUB = k8s.DOCKER_HUB
 normalize = k8s.normalize_image
@@ -244,6 +244,14 @@ DERIVED = {
     versions.NETWORK_OPERATOR_CHART: "nvcr.io/nvidia/mellanox/doca-driver:<version>-<os><os version>-<arch> "
     "(ofedDriver: the DOCA driver)",
 }
+
+
+def derived_images(platform: PlatformConfig) -> list[str]:
+    """Images an operator picks from the stack's own facts (the precompiled driver per kernel), from the mirror."""
+    pre = platform.gpu.precompiled_driver
+    if pre is None or platform.gpu.driver_preinstalled or not platform.components.gpu_operator:
+        return []
+    return sorted(image(ref, platform.mirrors) for ref in pre.images())
 
 
 def chart_images(chart: str, registry: str | None) -> list[str]:
