@@ -122,6 +122,10 @@ def test_references_are_normalized_as_the_runtime_reads_them(ref, normalized):
         (lambda raw: raw["platform"]["mirrors"].pop("trainingOperator"), "mirrors.trainingOperator is unset but the Training Operator is installed"),
         (lambda raw: raw["platform"]["mirrors"].update(registry="https://mirror.internal"), "fastpath:platform.mirrors.registry"),
         (lambda raw: raw["platform"]["mirrors"].update(charts="mirror.internal/charts"), "fastpath:platform.mirrors.charts"),
+        # kustomize resolves a directory from the provider's cache folder, not the project: a git URL only.
+        (lambda raw: raw["platform"]["mirrors"].update(trainingOperator="vendor/trainer/manifests/overlays/standalone"), "fastpath:platform.mirrors.trainingOperator"),
+        # The images each chart pulls are known for the pinned versions only.
+        (lambda raw: raw["platform"].setdefault("versions", {}).update(networkOperator="26.7.0"), "versions.networkOperator 26.7.0 with mirrors"),
     ],
 )
 def test_what_a_disconnected_cluster_cannot_pull_is_refused(change, needle):

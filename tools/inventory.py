@@ -4,8 +4,9 @@ objects and the Helm values name (with the digest where pinned), and every chart
     images(objects, packages)   sorted image references
     charts(packages)            sorted `repo chart version` lines (kustomize: `source`)
 
-Written as rendered/<stack>/images.txt and charts.txt by tools/render.py. What the operators pull at runtime from
-their charts' own defaults (GPU driver, toolkit, device plugin, ...) is only listed where fastpath's values name it.
+Written as rendered/<stack>/images.txt and charts.txt by tools/render.py, with what each installed chart's operators
+may pull at the pinned tags (components/platform/mirrors.py KEYS: a superset, some only with a feature on) and, as
+notes, the images whose tags an operator derives per node.
 """
 
 from __future__ import annotations

@@ -755,6 +755,9 @@ class TrainerConfig(Model):
         return self
 
 
+OverlaySource = Annotated[str, Field(pattern=r"^(https|ssh|file)://\S+//manifests/overlays/standalone\?ref=\S+$")]
+
+
 class MirrorsConfig(Model):
     registry: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)*$")]
     """The container registry (`host[:port][/path]`, no scheme) every image comes from, laid out as `skopeo sync
@@ -763,11 +766,16 @@ class MirrorsConfig(Model):
     charts: Annotated[str, Field(pattern=r"^(oci|https)://\S+$")]
     """Where every chart comes from: an OCI path (`oci://mirror.internal:5000/charts`, each chart at
     `<path>/<name>`, as `helm push` writes it) or one Helm repository (`https://...`) whose index holds them all
-    (rendered/<stack>/charts.txt lists them). Required."""
-    training_operator: str | None = None
-    """The Kubeflow Training Operator's source for kustomize, a git URL the cluster's builder reaches
-    (`https://git.internal/kubeflow/trainer.git//manifests/overlays/standalone?ref=<commit>`) or a path relative to
-    the project. Required when the Training Operator is installed."""
+    (rendered/<stack>/charts.txt lists them). Served over HTTPS with a certificate the machine running `pulumi`
+    trusts: the provider's Helm client has no plain-HTTP option for it. Required."""
+    training_operator: Annotated[
+        str, Field(pattern=r"^(https|ssh|file)://\S+//manifests/overlays/standalone\?ref=\S+$")
+    ] | (None) = None
+    """The Kubeflow Training Operator's overlay as kustomize fetches it, from a git mirror of kubeflow/trainer:
+    `https://git.internal/kubeflow/trainer.git//manifests/overlays/standalone?ref=<commit>` (or `ssh://`,
+    `file:///srv/git/trainer.git//...`). A ref by commit needs a server speaking git protocol v2. A plain directory
+    is not accepted: kustomize resolves it from the provider's cache folder, not the project. Required when the
+    Training Operator is installed."""
 
     def names(self, ref: str) -> bool:
         """Whether `ref` is pulled from this mirror."""
@@ -1015,6 +1023,19 @@ class PlatformConfig(Model):
             raise ValueError(
                 f"{'; '.join(public)}: not from mirrors.registry {m.registry!r}, which a disconnected cluster pulls "
                 f"from; mirror it and name it as `{m.registry}/<source registry>/<path>:<tag>`"
+            )
+        pinned = {
+            "versions.gpuOperator": (self.versions.gpu_operator, versions.GPU_OPERATOR_VERSION),
+            "versions.networkOperator": (self.versions.network_operator, versions.NETWORK_OPERATOR_VERSION),
+            "versions.volcano": (self.versions.volcano, versions.VOLCANO_VERSION),
+            "versions.trainer": (self.versions.trainer, versions.TRAINER_VERSION),
+            "versions.csiDriverNfs": (self.versions.csi_driver_nfs, versions.CSI_NFS_VERSION),
+        }
+        if moved := [f"{key} {got}" for key, (got, pin) in pinned.items() if got != pin]:
+            raise ValueError(
+                f"{', '.join(moved)} with mirrors: the images each chart pulls are known for the pinned versions only "
+                "(components/platform/mirrors.py), so another version's would still come from the internet; keep the "
+                "pinned versions"
             )
         if not self.gpu.driver_preinstalled and self.gpu.precompiled_driver is None:
             raise ValueError(
