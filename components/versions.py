@@ -7,6 +7,14 @@ A stack may override any of them under `fastpath:platform.versions`; these are t
 from __future__ import annotations
 
 # Helm charts (repository URL, chart name, version).
+#
+# Newer releases that are out but not taken (issue 23): each bump re-reads its values and code at the new tag, and
+# the newest tags whose source this project could read (the snapshots of 2026-08-20..22) are the ones pinned here:
+# - gpu-operator v26.7.2: the newest readable tag is v26.7.0.
+# - network-operator 26.7.x / 26.10.x: the newest readable tags are v26.7.0-rc.2 (no final); 26.4.1 stays.
+# - kubeflow-trainer 2.4.0 (its TrainJob image rule for the MPI launcher and nodes, PRTE env for Open MPI 5): the
+#   newest readable tag is v2.3.0; the PRTE names fastpath's MPI runtime sets already cover Open MPI 5
+#   (components/jobs/runtime_v2/build.py).
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_VERSION = "v26.7.0"  # published chart versions carry the "v"
