@@ -153,6 +153,7 @@ def is_rdma_pod(ctx: Context, t: PodTemplate) -> bool:
 
 # RDMA test tools: a pod that runs only these (GPUDirect perftest included) uses the fabric without NCCL.
 RDMA_TOOLS = re.compile(r"ib_(write|read|send|atomic)_(bw|lat)|ibv_\w+_pingpong|rping|ucx_perftest|perftest")
+TRAINERS = re.compile(r"python[0-9.]*|torchrun|mpirun|mpiexec|deepspeed|accelerate|horovodrun|srun|\w+_perf(_mpi)?")
 
 
 def _rdma_tool(c: dict) -> bool:
@@ -160,7 +161,10 @@ def _rdma_tool(c: dict) -> bool:
     (mellanox/cuda-perftest)."""
     words = argv(c)
     if words:
-        return any(RDMA_TOOLS.fullmatch(w.rsplit("/", 1)[-1]) for w in words)
+        names = [w.rsplit("/", 1)[-1] for w in words]
+        # A script that also starts a trainer (perftest first, then training) is a training pod.
+        training = any(TRAINERS.fullmatch(n) for n in names)
+        return not training and any(RDMA_TOOLS.fullmatch(n) for n in names)
     repository = str(c.get("image") or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
     return bool(RDMA_TOOLS.search(repository))
 

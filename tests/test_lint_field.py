@@ -272,6 +272,14 @@ CASES = {
     # An RDMA test pod without GPUs runs no NCCL: IPC_LOCK matters, the NCCL rules do not.
     "rdma-pod-without-nccl": (RPING_POD, set(), None),
     "rdma-pod-without-ipc-lock": (RPING_POD.replace("securityContext: {capabilities: {add: [IPC_LOCK]}}", ""), {"rdma-ipc-lock"}, None),
+    # A GPU pod that runs perftest and then trains is a training pod: the NCCL rules judge it.
+    "perftest-then-training": (
+        RPING_POD.replace('command: [sh, -c, "ls -l /dev/infiniband; rping -svd -a $(hostname -i)"]', "command: [sh, -c, 'ib_write_bw -d mlx5_0 && torchrun train.py']").replace(
+            "resources: {limits: {rdma/rdma_shared_device_a: 1}}", "resources: {limits: {rdma/rdma_shared_device_a: 1, nvidia.com/gpu: 1}}"
+        ),
+        {"nccl-net-set", "nccl-ib-hca", "shm-mounted"},
+        None,
+    ),
     # ... unless it sets NCCL variables: then it means to run NCCL.
     "rdma-pod-setting-nccl": (
         RPING_POD.replace("    resources:", "    env: [{name: NCCL_DEBUG, value: INFO}]\n    resources:"),
