@@ -227,3 +227,23 @@ def mirrored_image(ref: str, registry: str | None) -> str:
     """`ref` under mirror `registry` in `skopeo sync --scoped` layout (components/platform/mirrors.py); unchanged
     for None."""
     return ref if registry is None else f"{registry}/{normalize_image(ref)}"
+
+
+def set_path(tree: dict[str, Any], path: str, value: Any) -> None:
+    """Set Helm values key `a.b.c` in `tree`, making the maps on the way."""
+    *parents, last = path.split(".")
+    for key in parents:
+        tree = tree.setdefault(key, {})
+    tree[last] = value
+
+
+def merge_values(base: dict[str, Any], *extras: dict[str, Any]) -> dict[str, Any]:
+    """`base` with each of `extras` merged in, maps key by key as Helm merges values (lists replaced), a copy."""
+    out = dict(base)
+    for extra in extras:
+        for key, value in extra.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge_values(out[key], value)
+            else:
+                out[key] = value
+    return out

@@ -9,30 +9,26 @@ every component's pods or none. So a component inherits the wrapper's namespace 
 
 from __future__ import annotations
 
-from typing import Any
+from policies.pods import dict_or_empty
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-def _d(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
 def _appwrapper(obj: dict) -> list[tuple[str, dict]]:
-    meta = _d(obj.get("metadata"))
+    meta = dict_or_empty(obj.get("metadata"))
     namespace = meta.get("namespace")
-    queue = _d(meta.get("labels")).get(KUEUE_QUEUE_LABEL)
+    queue = dict_or_empty(meta.get("labels")).get(KUEUE_QUEUE_LABEL)
     out = []
-    components = _d(obj.get("spec")).get("components")
+    components = dict_or_empty(obj.get("spec")).get("components")
     for i, component in enumerate(components if isinstance(components, list) else []):
-        inner = _d(_d(component).get("template"))
+        inner = dict_or_empty(dict_or_empty(component).get("template"))
         if not isinstance(inner.get("kind"), str):
             continue
-        inner_meta = dict(_d(inner.get("metadata")))
+        inner_meta = dict(dict_or_empty(inner.get("metadata")))
         if namespace and not inner_meta.get("namespace"):
             inner_meta["namespace"] = namespace
         if queue:
-            inner_meta["labels"] = {**_d(inner_meta.get("labels")), KUEUE_QUEUE_LABEL: queue}
+            inner_meta["labels"] = {**dict_or_empty(inner_meta.get("labels")), KUEUE_QUEUE_LABEL: queue}
         out.append((f"spec.components[{i}]", {**inner, "metadata": inner_meta}))
     return out
 

@@ -184,3 +184,12 @@ def test_the_render_says_per_job_whether_its_gang_starts_on_a_full_cluster(rende
     assert any("job resnet-horovod: its gang never while every queue wants more than its share: 88 GPUs over research's share of 76.8 " in w and "a weight of 4 for research" in w for w in warned), (
         warned
     )
+
+
+def test_the_scheduler_and_controllers_take_a_leader_lease():
+    """Off in the chart (volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/values.yaml
+    custom.leader_elect_enable: false; templates/scheduler.yaml and controllers.yaml pass --leader-elect from it):
+    during a rollout the old and the new scheduler would both bind pods, two gangs onto the same GPUs."""
+    chart = yaml.safe_load(upstream.path("values/volcano.values.yaml").read_text())["custom"]
+    assert chart["leader_elect_enable"] is False
+    assert volcano.values(cfg("dev"))["custom"]["leader_elect_enable"] is True

@@ -12,6 +12,7 @@ folder), are not Kubernetes objects and are skipped without a word.
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterator
@@ -25,9 +26,6 @@ from tools import yamlsafe
 
 # libyaml's loader where PyYAML has it: rendered stacks and CRDs are megabytes of YAML.
 LOADER = yamlsafe.LOADER
-# A document marker (`---`, `...`) at column 0 ends a document wherever it stands, even inside a quoted scalar
-# (YAML 1.2 section 9.1.4), so splitting on them finds the same documents the parser would.
-MARKER = re.compile(r"^(---|\.\.\.)(?=[ \t\r\n]|$)", re.M)
 TEMPLATE = re.compile(r"\{\{-?\s*[^}]*\}\}")
 
 
@@ -64,37 +62,15 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _decode(raw: bytes) -> tuple[str, int | None]:
-    """The text, and the offset (in the text) of the first byte that is not UTF-8 (replaced by U+FFFD)."""
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 with a byte-order mark: YAML allows it
+def _lines(raw: bytes) -> Iterator[bytes]:
+    """The lines of a file's bytes as a text-mode read splits them (at \\n only), UTF-16 (with its byte-order mark,
+    which YAML allows) re-encoded as UTF-8 first."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
-            return raw.decode("utf-16"), None
+            raw = raw.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError:
-            pass
-    try:
-        return raw.decode("utf-8-sig"), None
-    except UnicodeDecodeError as err:
-        good = raw[: err.start].decode("utf-8-sig")
-        return good + raw[err.start :].decode("utf-8", errors="replace"), len(good)
-
-
-def _chunks(text: str) -> list[tuple[int, int, str]]:
-    """(first line, offset, text) of each document between markers that holds more than blanks, comments and
-    directives."""
-    out, start, pos, line, counted = [], 0, 0, 0, 0
-    bounds = [(m.start(), m.group(1)) for m in MARKER.finditer(text)] + [(len(text), "")]
-    for at, marker in bounds:
-        body = text[pos:at]
-        if any(ln.strip() and not ln.lstrip().startswith(("#", "%")) for ln in body.splitlines()):
-            out.append((start, pos, body))
-        # `--- {inline}` keeps what follows the marker on its line; `...` ends the document and nothing follows.
-        line_end = text.find("\n", at)
-        line_end = len(text) if line_end < 0 else line_end
-        pos = at + 3 if marker == "---" else line_end
-        line += text.count("\n", counted, at)  # counted once, front to back: linear in the file
-        counted = at
-        start = line
-    return out
+            pass  # not UTF-16 after all: read as UTF-8, its bad bytes reported
+    return iter(io.BytesIO(raw))
 
 
 def _whole_floats(doc: object) -> list[tuple[Any, Any]]:
@@ -142,14 +118,15 @@ def _objects(
 
 
 def _parse(
-    file: Path, number: int, first_line: int, body: str, bad_at: int | None, offset: int, plain: bool
+    file: Path, number: int, first_line: int, body: str, bad_at: int | None, plain: bool
 ) -> Iterator[tuple[Path, int, dict] | Unreadable]:
-    """The objects of one document, or why it cannot be read; with `plain`, its whole-number floats made ints."""
+    """The objects of one document, or why it cannot be read (`bad_at`: where in `body` the file's first byte that is
+    not UTF-8 is); with `plain`, its whole-number floats made ints."""
     lines = body.splitlines()
     skip = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith(("#", "%", "---"))), 0)
     line = first_line + skip + 1  # the document's first line of content
-    if bad_at is not None and offset <= bad_at < offset + len(body):
-        at_line = first_line + body.count("\n", 0, bad_at - offset) + 1
+    if bad_at is not None:
+        at_line = first_line + body.count("\n", 0, bad_at) + 1
         yield Unreadable(file, number, at_line, "bytes that are not UTF-8: save the file as UTF-8")
         return
     try:
@@ -180,16 +157,23 @@ def _parse(
         yield obj if isinstance(obj, Unreadable) else (file, number, obj)
 
 
-def read_text(file: Path, text: str, bad_at: int | None = None, plain: bool = False) -> Loaded:
+def _documents(file: Path, lines: Iterator[bytes], plain: bool, select: Any = None) -> Iterator[Any]:
+    for number, (first_line, body, bad_at) in enumerate(stream_documents(lines), 1):
+        if select is None or select(body):
+            yield from _parse(file, number, first_line, body, bad_at, plain)
+
+
+def _loaded(got: Iterator[Any], plain: bool) -> Loaded:
     objects: list[tuple[Path, int, dict]] = []
     unreadable: list[Unreadable] = []
-    for number, (first_line, offset, body) in enumerate(_chunks(text), 1):
-        for got in _parse(file, number, first_line, body, bad_at, offset, plain):
-            if isinstance(got, Unreadable):
-                unreadable.append(got)
-            else:
-                objects.append(got)
+    for g in got:
+        (unreadable if isinstance(g, Unreadable) else objects).append(g)
     return Loaded(objects, unreadable, plain)
+
+
+def read_text(file: Path, text: str, plain: bool = False) -> Loaded:
+    """`read` of a text held in memory (tests, small inputs)."""
+    return _loaded(_documents(file, _lines(text.encode("utf-8")), plain), plain)
 
 
 def read(paths: list[Path], plain: bool = False) -> Loaded:
@@ -197,22 +181,7 @@ def read(paths: list[Path], plain: bool = False) -> Loaded:
     document or file that could not be read. With `plain`, whole-number floats (`replicas: 2.0`) are read as
     ints, what the policy engine's normalize makes of them: the walk that checks a document's shape does it on
     the way, so the linter judges what it read without walking every object again."""
-    objects: list[tuple[Path, int, dict]] = []
-    unreadable: list[Unreadable] = []
-    for f in _files(paths):
-        if not str(f) == "-" and not f.exists():
-            unreadable.append(Unreadable(f, None, None, "no such file or folder"))
-            continue
-        try:
-            raw = sys.stdin.buffer.read() if str(f) == "-" else f.read_bytes()
-        except OSError as err:
-            unreadable.append(Unreadable(f, None, None, f"cannot read: {err.strerror or err}"))
-            continue
-        text, bad_at = _decode(raw)
-        got = read_text(f, text, bad_at, plain)
-        objects += got.objects
-        unreadable += got.unreadable
-    return Loaded(objects, unreadable, plain)
+    return _loaded(iter_read(paths, plain), plain)
 
 
 def _content(body: str) -> bool:
@@ -220,15 +189,19 @@ def _content(body: str) -> bool:
 
 
 def _marker(line: bytes) -> bytes | None:
+    """A document marker (`---`, `...`) at column 0: it ends a document wherever it stands, even inside a quoted
+    scalar (YAML 1.2 section 9.1.4), so splitting on them finds the same documents the parser would."""
     if line[:3] in (b"---", b"...") and (len(line) == 3 or line[3:4] in (b" ", b"\t", b"\r", b"\n")):
         return line[:3]
     return None
 
 
 def stream_documents(lines: Iterator[bytes]) -> Iterator[tuple[int, str, int | None]]:
-    """`_chunks` of a UTF-8 file read line by line: (first line, text, offset in the text of the file's first byte
-    that is not UTF-8, when this document holds it) for each document with content, holding one document at a
-    time. Split and decoded as `_decode` then `_chunks` do the whole text (tests/test_lint.py holds them equal)."""
+    """The documents of a UTF-8 file read line by line, holding one at a time: (first line, text, offset in the text
+    of the file's first byte that is not UTF-8, when this document holds it) for each document between markers that
+    holds more than blanks, comments and directives. A marker (`---`, `...`) at column 0 ends a document wherever it
+    stands; `--- {inline}` keeps what follows it on its line, `...` ends the document and nothing follows. Bytes that
+    are not UTF-8 are replaced, and the first of them is reported in its document (later ones decode replaced)."""
     parts: list[str] = []
     size, start, bad, bad_at = 0, 0, False, None
     for index, raw in enumerate(lines):
@@ -267,29 +240,20 @@ def iter_read(
     whose text it accepts (a cheap first pass); the others are skipped, their problems unreported."""
     for f in _files(paths):
         if str(f) == "-":
-            text, bad_at = _decode(stdin if stdin is not None else sys.stdin.buffer.read())
-            yield from _select(read_text(f, text, bad_at, plain), select)
+            yield from _documents(f, _lines(stdin if stdin is not None else sys.stdin.buffer.read()), plain, select)
             continue
         if not f.exists():
             yield Unreadable(f, None, None, "no such file or folder")
             continue
         try:
             with open(f, "rb") as handle:
-                if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: decoded whole, as `read` does
-                    text, bad_at = _decode(f.read_bytes())
-                    yield from _select(read_text(f, text, bad_at, plain), select)
+                if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: re-encoded whole (rare, small)
+                    yield from _documents(f, _lines(f.read_bytes()), plain, select)
                     continue
                 handle.seek(0)
-                for number, (first_line, body, bad_at) in enumerate(stream_documents(iter(handle)), 1):
-                    if select is None or select(body):
-                        yield from _parse(f, number, first_line, body, bad_at, 0, plain)
+                yield from _documents(f, iter(handle), plain, select)
         except OSError as err:
             yield Unreadable(f, None, None, f"cannot read: {err.strerror or err}")
-
-
-def _select(loaded: Loaded, select: Any) -> Iterator[tuple[Path, int, dict] | Unreadable]:
-    yield from loaded.unreadable if select is None else ()
-    yield from loaded.objects
 
 
 def load(paths: list[Path]) -> list[tuple[Path, dict]]:

@@ -270,7 +270,7 @@ def _nic_operands(c: Ctx) -> Iterator[Change]:
                 f"devices and addresses, new pods on a node wait for its operand{gone}"
             ),
             upstream=(UPSTREAM["nic-operands"],),
-            keys=c.keys("fabric.", "gpu."),
+            keys=c.keys("fabric.", "gpu.", "mirrors.registry", "nodes.system"),
         )
     old_driver, new_driver = c.old.get("ofedDriver") or {}, c.new.get("ofedDriver") or {}
     if old_driver and new_driver and old_driver != new_driver:
@@ -292,7 +292,7 @@ def _nic_operands(c: Ctx) -> Iterator[Change]:
                 f"waiting for the policy to be ready while the rollout goes on"
             ),
             upstream=(UPSTREAM["doca-driver"],),
-            keys=c.keys("gpu.", "checkpoints.nfs", "versions.networkOperator"),
+            keys=c.keys("gpu.", "checkpoints.nfs", "versions.networkOperator", "mirrors.registry"),
         )
 
 
@@ -391,7 +391,9 @@ def _charts(c: Ctx) -> Iterator[Change]:
                 f"{name}'s operators and DaemonSets restart with the new release; running training keeps its pods"
             ),
             upstream=(UPSTREAM["helm-upgrade"],),
-            keys=c.keys("versions.", "components.", "monitoring.", "gpu.", "checkpoints."),
+            keys=c.keys(
+                "versions.", "components.", "monitoring.", "gpu.", "checkpoints.", "mirrors.", "nodes.system", "health."
+            ),
         )
     for name in removed:
         yield Change(
@@ -449,7 +451,15 @@ def _driver_mode(c: Ctx) -> Iterator[Change]:
             "other node waits"
         ),
         upstream=(UPSTREAM["gpu-driver"],),
-        keys=c.keys("gpu.driverPreinstalled", "gpu.gpuDirect", "gpu.taintKey", "health.", "components.gpuOperator"),
+        keys=c.keys(
+            "gpu.driverPreinstalled",
+            "gpu.precompiledDriver",
+            "gpu.gpuDirect",
+            "gpu.taintKey",
+            "health.",
+            "components.gpuOperator",
+            "mirrors.registry",
+        ),
     )
 
 
@@ -699,7 +709,7 @@ def _preflight(c: Ctx) -> Iterator[Change]:
             what="preflight checks",
             consequence="pods started from now on run the new checks; running pods passed the old ones",
             upstream=(UPSTREAM["job-replace"],),
-            keys=c.keys("fabric.", "gpu."),
+            keys=c.keys("fabric.", "gpu.", "mirrors.registry", "nodes.system"),
         )
 
 

@@ -52,11 +52,8 @@ def values(platform: PlatformConfig) -> dict:
         v["controller"]["nodeSelector"] = {k8s.GPU_PRODUCT_LABEL: platform.gpu.product}
         v["controller"]["tolerations"] = [*CONTROLLER_TOLERATIONS, *k8s.gpu_tolerations(platform.gpu.taint_key)]
         # It mounts over RDMA itself: on a GPU node even when the stack names system nodes.
-        return placement.merge(v, mirrors.chart_values(versions.CSI_NFS_CHART, platform.mirrors))
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.CSI_NFS_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.CSI_NFS_CHART, platform.mirrors),
-    )
+        return k8s.merge_values(v, mirrors.chart_values(versions.CSI_NFS_CHART, platform.mirrors))
+    return k8s.merge_values(v, placement.site_values(versions.CSI_NFS_CHART, platform))
 
 
 def storage_class_name(platform: PlatformConfig) -> str:

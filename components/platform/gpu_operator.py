@@ -77,10 +77,7 @@ def values(platform: PlatformConfig) -> dict:
     v["dcgmExporter"] = {"serviceMonitor": {"enabled": mon.enabled}}
     if mon.enabled and mon.service_monitor_labels:
         v["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(mon.service_monitor_labels)
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.GPU_OPERATOR_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.GPU_OPERATOR_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(v, placement.site_values(versions.GPU_OPERATOR_CHART, platform))
 
 
 @dataclass

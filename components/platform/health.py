@@ -263,10 +263,7 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
     if reboot:
         # The simulated `kind` provider is the default; on real nodes, reboot through a privileged Job.
         v["janitor-provider"] = {"csp": {"provider": "generic"}}
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.NVSENTINEL_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.NVSENTINEL_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(v, placement.site_values(versions.NVSENTINEL_CHART, platform))
 
 
 def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
@@ -275,10 +272,7 @@ def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
     values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it. Its
     controller, webhook, cainjector and startup check go to the system nodes when the stack names them."""
     v = {"crds": {"enabled": True}}
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.CERT_MANAGER_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.CERT_MANAGER_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(v, placement.site_values(versions.CERT_MANAGER_CHART, platform))
 
 
 @dataclass

@@ -260,13 +260,6 @@ def chart_images(chart: str, registry: str | None) -> list[str]:
     return sorted({under(ref, registry) for ref in refs})
 
 
-def _set(tree: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for key in parents:
-        tree = tree.setdefault(key, {})
-    tree[last] = value
-
-
 def chart_values(chart: str, mirrors: MirrorsConfig | None) -> dict[str, Any]:
     """The values that make `chart` pull every image from the mirror; {} without one."""
     if mirrors is None:
@@ -274,7 +267,7 @@ def chart_values(chart: str, mirrors: MirrorsConfig | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in KEYS[chart]:
         value = f"{mirrors.registry}/{key.default}" if key.kind == "registry" else image(key.default, mirrors)
-        _set(out, key.path, value)
+        k8s.set_path(out, key.path, value)
     return out
 
 

@@ -47,10 +47,7 @@ def values(platform: PlatformConfig) -> dict:
         # The parent chart's default, pinned: the SriovOperatorConfig `default` it creates is what makes the
         # operator deploy its config daemon; without it no VF is ever configured.
         v["sriov-network-operator"] = {"sriovOperatorConfig": {"deploy": True}}
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.NETWORK_OPERATOR_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.NETWORK_OPERATOR_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(v, placement.site_values(versions.NETWORK_OPERATOR_CHART, platform))
 
 
 def _image(name: str, version: str, mirror: MirrorsConfig | None = None) -> dict:

@@ -4,7 +4,8 @@ GPU nodes. Pure: each chart's values for it, from the table below.
 
 Helm merges maps but replaces lists: a nodeSelector given here is added to the chart's default one, while a
 tolerations list replaces the chart's, so each slot repeats the chart's own default tolerations at the pinned
-version (tests/test_placement.py reads them off the upstream values files).
+version (tests/test_placement.py reads them off the upstream values files). `site_values` is what each chart's
+values get from the site: this placement and the mirrors' images (components/platform/mirrors.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components import versions
-from components.model.config import SystemNodesConfig
+from components import k8s, versions
+from components.model.config import PlatformConfig, SystemNodesConfig
+from components.platform import mirrors
 
 
 def _toleration(key: str, operator: str) -> dict[str, str]:
@@ -104,34 +106,21 @@ SLOTS: dict[str, tuple[Slot, ...]] = {
 }
 
 
-def _set(tree: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for key in parents:
-        tree = tree.setdefault(key, {})
-    tree[last] = value
-
-
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `extra` merged in, maps key by key (as Helm merges values), a copy."""
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def chart_values(chart: str, system: SystemNodesConfig | None) -> dict[str, Any]:
     """The values that put `chart`'s non-DaemonSet pods on the system nodes; {} without them."""
     if system is None:
         return {}
     out: dict[str, Any] = {}
     for slot in SLOTS[chart]:
-        _set(out, slot.selector, dict(system.node_selector))
+        k8s.set_path(out, slot.selector, dict(system.node_selector))
         for path in slot.tolerations:
-            _set(out, path, [*slot.defaults, *system.tolerations()])
+            k8s.set_path(out, path, [*slot.defaults, *system.tolerations()])
     return out
+
+
+def site_values(chart: str, platform: PlatformConfig) -> dict[str, Any]:
+    """What the site adds to `chart`'s values: its pods on the system nodes, its images from the mirrors."""
+    return k8s.merge_values(chart_values(chart, platform.nodes.system), mirrors.chart_values(chart, platform.mirrors))
 
 
 def pod_placement(system: SystemNodesConfig | None) -> dict[str, Any]:

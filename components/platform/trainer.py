@@ -56,10 +56,7 @@ RUNTIME_IMMUTABLE = [
 def values(platform: PlatformConfig) -> dict[str, Any]:
     """Helm values for kubeflow-trainer: the controller and JobSet images pinned, the chart's own runtimes off, the
     controllers on the system nodes when the stack names them."""
-    return placement.merge(
-        placement.merge(_values(platform), placement.chart_values(versions.TRAINER_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.TRAINER_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(_values(platform), placement.site_values(versions.TRAINER_CHART, platform))
 
 
 def _values(platform: PlatformConfig) -> dict[str, Any]:

@@ -94,10 +94,7 @@ def values(platform: PlatformConfig) -> dict:
             "leader_elect_enable": True,
         }
     }
-    return placement.merge(
-        placement.merge(v, placement.chart_values(versions.VOLCANO_CHART, platform.nodes.system)),
-        mirrors.chart_values(versions.VOLCANO_CHART, platform.mirrors),
-    )
+    return k8s.merge_values(v, placement.site_values(versions.VOLCANO_CHART, platform))
 
 
 def queue(name: str, cluster: str, component: str, weight: int, reclaimable: bool, gpus: int | None) -> dict[str, Any]:
