@@ -106,9 +106,15 @@ def apply(manifest: dict, opts: Any = None, name: str | None = None) -> Any:
     cls = _typed_classes().get((api_version, kind))
     if cls is not None:
         return cls(rname, opts=opts, **{_snake(k): v for k, v in fields.items()})
-    extra = set(fields) - {"metadata", "spec"}
-    if extra:
-        raise ValueError(f"{kind} {rname}: CustomResource carries only metadata and spec, not {sorted(extra)}")
+    if set(fields) - {"metadata", "spec"}:
+        # Kinds with top-level fields beside spec (Kueue's WorkloadPriorityClass: value, description): the Python
+        # CustomResource class takes metadata and spec only, the provider any field of the object (its TypeScript
+        # twin passes `...otherFields` the same way), under the same type token and provider version.
+        import pulumi
+
+        props = {"apiVersion": api_version, "kind": kind, **fields}
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s._utilities.get_version()))
+        return pulumi.CustomResource(f"kubernetes:{api_version}:{kind}", rname, props, opts)
     return k8s.apiextensions.CustomResource(rname, api_version=api_version, kind=kind, opts=opts, **fields)
 
 

@@ -26,6 +26,20 @@ NETWORK_OPERATOR_VERSION = "26.4.1"  # no "v" for this chart
 VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_CHART = "volcano"
 VOLCANO_VERSION = "1.15.1"
+# Kueue (scheduler.name kueue): the chart as released (its packaging rewrites the in-repo staging image to
+# registry.k8s.io/kueue/kueue:v<version>: kubernetes-sigs/kueue@v0.19.2:hack/helm-chart-package.sh); the image is
+# pinned in the values too, so the render names it. v0.19.2 is the newest tag readable here (upstream SOURCES.md).
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_VERSION = "0.19.2"
+KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
+KUEUE_IMAGE_TAG = f"v{KUEUE_VERSION}"
+# NVIDIA Topograph (nodes.topology.source topograph): fabric discovery into node labels. The chart's image tag
+# defaults to its appVersion v1.0.0 (NVIDIA/topograph@v1.0.0:charts/topograph/Chart.yaml), pinned here.
+TOPOGRAPH_REPO = "https://nvidia.github.io/topograph"
+TOPOGRAPH_CHART = "topograph"
+TOPOGRAPH_VERSION = "1.0.0"
+TOPOGRAPH_IMAGE_REPOSITORY = "ghcr.io/nvidia/topograph"
+TOPOGRAPH_IMAGE_TAG = "v1.0.0"
 
 CSI_NFS_REPO = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts"
 CSI_NFS_CHART = "csi-driver-nfs"

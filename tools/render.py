@@ -527,7 +527,7 @@ def jobs_section(jobs: dict) -> str:
     for name in sorted(jobs):
         c = jobs[name]
         lines += [f"### `{name}`", "", "| | |", "|---|---|"]
-        lines += [f"| {k} | {c[k] if c[k] is not None else '-'} |" for k in scalar]
+        lines += [f"| {k} | {c[k] if c.get(k) is not None else '-'} |" for k in scalar]
         if "runtime" in c:  # a TrainJob: the contract is its effective pod (runtime merged with the job)
             lines.append(f"| runtime | {c['runtime']} |")
             lines.append(f"| faults | {c['faults']} |")

@@ -75,6 +75,24 @@ UPSTREAM = {
         "volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/proportion/proportion.go (deserved capped at "
         "realCapability; ReclaimableFn)"
     ),
+    # A workload is a reclaim candidate only while its ClusterQueue is over nominal (candidateIsValid).
+    "kueue-reclaim": (
+        "kubernetes-sigs/kueue@v0.19.2:pkg/scheduler/preemption/classical/candidate_generator.go (candidateIsValid; "
+        "pkg/scheduler/preemption/preemption.go classicalPreemptions)"
+    ),
+    # Topology levels immutable; TAS assignments are made at admission and kept by running workloads.
+    "kueue-topology": (
+        "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/topology_types.go (levels immutable); "
+        "pkg/controller/tas/topology_ungater.go (nodeSelectors set once, at admission)"
+    ),
+    # The label source recreates, updates and deletes its HyperNodes to match the nodes' labels.
+    "volcano-hypernodes": (
+        "volcano-sh/volcano@v1.15.1:pkg/controllers/hypernode/hypernode_controller.go (reconcileTopology)"
+    ),
+    # Topograph's k8s engine patches the managed keys to the new tree and removes those it no longer produces.
+    "topograph-labels": (
+        "NVIDIA/topograph@v1.0.0:pkg/engines/k8s/labeler.go (mergeNodeLabels, removeManagedTopologyLabels)"
+    ),
     "job-replace": (
         "fastpath components/jobs/component.py (replace_on_changes=[spec], delete_before_replace); "
         "kubeflow/trainer@v1.9.4:pkg/controller.v1/common/pod.go (ReconcilePods never updates a running pod)"
@@ -530,6 +548,82 @@ def _volcano(c: Ctx) -> Iterator[Change]:
         )
 
 
+def _scheduler(c: Ctx) -> Iterator[Change]:
+    """A switch of gang scheduler: each keeps its own books (Volcano PodGroups and Queues, Kueue Workloads)."""
+    old, new = c.old.get("scheduler"), c.new.get("scheduler")
+    if old == new or "scheduler" not in c.old:
+        return
+    yield Change(
+        id="scheduler.name",
+        cls="destructive",
+        what=f"gang scheduler {old or 'none'} -> {new or 'none'}",
+        consequence=(
+            f"{old or 'no scheduler'}'s queues, tiers and gangs go with it: running jobs keep their pods but lose "
+            "their queue and gang (a lost pod is rescheduled alone), and jobs created before the switch are "
+            f"re-created under {new or 'the default scheduler'} only when replaced; drain the queues first; "
+            f"{gangs_text(c.gangs(), 'the switch lands')}"
+        ),
+        upstream=(UPSTREAM["job-replace"],),
+        keys=c.keys("scheduler.name", "components.volcano"),
+    )
+
+
+def _topology(c: Ctx) -> Iterator[Change]:
+    """The fabric topology's levels, labeller or default placement."""
+    old, new = c.old.get("topology"), c.new.get("topology")
+    if old == new or "topology" not in c.old and "topology" not in c.new:
+        return
+    sched = c.new.get("scheduler")
+    view = (
+        "Kueue gets a new Topology and GPU ResourceFlavor beside the old (their levels are immutable) and its "
+        "ClusterQueues move to them: admitted gangs keep the nodes they were placed on"
+        if sched == "kueue"
+        else "Volcano's label discovery recreates its HyperNodes from the new levels; a PodGroup asking for a "
+        "topology waits while the HyperNode tree is not ready"
+    )
+    labels = ""
+    if (old or {}).get("source") == "topograph" and (old or {}).get("keys") != (new or {}).get("keys"):
+        labels = "; Topograph removes the level labels it no longer writes from every node"
+    yield Change(
+        id="topology",
+        cls="rolling",
+        what=f"fabric topology {(old or {}).get('keys') or 'none'} -> {(new or {}).get('keys') or 'none'}",
+        consequence=f"{view}{labels}; running gangs keep their pods, new and requeued gangs go by the new levels",
+        upstream=(
+            UPSTREAM["kueue-topology"] if sched == "kueue" else UPSTREAM["volcano-hypernodes"],
+            UPSTREAM["topograph-labels"],
+        ),
+        keys=c.keys("nodes.topology"),
+    )
+
+
+def _kueue(c: Ctx) -> Iterator[Change]:
+    """Kueue quotas: a ClusterQueue whose guarantee shrank below what it runs is over nominal, so its gangs become
+    reclaim victims of queues within theirs."""
+    old, new = c.old.get("kueueQueues"), c.new.get("kueueQueues")
+    if old is None or new is None or old == new:
+        return
+    added, removed, changed = _diff(old, new)
+    shrunk = [q for q in changed if (new[q].get("nominal") or 0) < (old[q].get("nominal") or 0)]
+    what = [f"{q} nominal {old[q].get('nominal')} -> {new[q].get('nominal')}" for q in changed if q in shrunk]
+    what += [f"{q} limits changed" for q in changed if q not in shrunk]
+    what += [f"{q} added" for q in added] + [f"{q} removed" for q in removed]
+    victims = set(shrunk) | set(removed)
+    yield Change(
+        id="scheduler.quota",
+        cls="disruptive" if victims else "rolling",
+        what="Kueue quotas: " + ", ".join(what),
+        consequence=(
+            "a queue now running more than its guaranteed quota has its gangs reclaimed, whole, by queues within "
+            f"theirs; {gangs_text(c.gangs(victims), 'reclaimed')}"
+            if victims
+            else "more quota: waiting gangs are admitted from the next cycle; nothing running is evicted"
+        ),
+        upstream=(UPSTREAM["kueue-reclaim"],),
+        keys=c.keys("scheduler.", "nodes.count", "acceptance."),
+    )
+
+
 def _namespaces(c: Ctx) -> Iterator[Change]:
     old, new = set(c.old.get("namespaces") or ()), set(c.new.get("namespaces") or ())
     if old - new:
@@ -812,7 +906,10 @@ RULES: tuple[Rule, ...] = (
     _ip_pools,
     _attachments,
     _namespaces,
+    _scheduler,
     _volcano,
+    _kueue,
+    _topology,
     _storage,
     _runtimes,
     _preflight,
@@ -823,7 +920,8 @@ RULES: tuple[Rule, ...] = (
 # Every facet a state has is read by some rule (tests/test_impact.py checks it on every committed stack).
 FACETS_READ = (
     "cluster namespaces namespaceSecurity gpuDriver charts nicClusterPolicy ofedDriver ipPools sriovPolicies "
-    "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance operations"
+    "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance operations "
+    "scheduler topology kueueQueues"
 ).split()
 
 

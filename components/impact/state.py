@@ -27,9 +27,11 @@ from components.platform import (
     component,
     gpu_operator,
     health,
+    kueue,
     network_operator,
     networks,
     sriov,
+    topology,
     trainer,
     training_operator,
     volcano,
@@ -106,7 +108,11 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
         out["gpu-operator"] = {"version": p.versions.gpu_operator, "values": digest(gpu_operator.values(p))}
     if p.network_operator_enabled:
         out["network-operator"] = {"version": p.versions.network_operator, "values": digest(network_operator.values(p))}
-    if c.volcano:
+    if p.kueue_enabled:
+        out["kueue"] = {"version": versions.KUEUE_VERSION, "values": digest(kueue.values(p))}
+    if (t := p.nodes.topology) is not None and t.source == "topograph":
+        out["topograph"] = {"version": versions.TOPOGRAPH_VERSION, "values": digest(topology.topograph_values(p))}
+    if p.volcano_enabled:
         out["volcano"] = {"version": p.versions.volcano, "values": digest(volcano.values(p))}
     if c.checkpoint_storage and p.checkpoints is not None and p.checkpoints.nfs is not None:
         out["csi-driver-nfs"] = {"version": p.versions.csi_driver_nfs, "values": digest(checkpoints.values(p))}
@@ -191,8 +197,21 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
             sorted({json.dumps(cm["data"], sort_keys=True) for cm in component.preflight_configmaps(p)})
         ),
     }
-    if c.volcano:
-        facets["volcanoConf"] = digest(volcano.scheduler_conf())
+    facets["scheduler"] = p.scheduler.name if p.volcano_enabled or p.kueue_enabled else None
+    if (t := p.nodes.topology) is not None:
+        facets["topology"] = {
+            "source": t.provider if t.source == "topograph" else "declared",
+            "keys": t.keys(),
+            "placement": t.default_placement.model_dump(),
+        }
+    if p.kueue_enabled:
+        facets["kueueQueues"] = {
+            cq["metadata"]["name"]: cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+            | {"preemption": cq["spec"]["preemption"]}
+            for cq in kueue.cluster_queues(p)
+        }
+    if p.volcano_enabled:
+        facets["volcanoConf"] = digest(volcano.scheduler_conf(p.nodes.topology))
         facets["queues"] = {
             q.name: {"weight": q.weight, "gpus": q.gpus, "reclaimable": q.reclaimable} for q in p.scheduler.queues
         }

@@ -76,14 +76,15 @@ def fabric_generation(profile: Profile) -> str:
 
 
 def job_spec(acc: AcceptanceConfig, nodes: int, queue: str | None = QUEUE, profile: Profile | None = None) -> JobSpec:
-    """The acceptance job; on a v2-only cluster (`profile` serving v2 alone) a TrainJob through the MPI runtime,
-    whose nodes run trainer.mpiImage (a TrainJob's image reaches only the launcher) and whose restarts and cleanup
-    are the runtime's."""
+    """The acceptance job; where it runs on v2 (a v2-only cluster, or Kueue serving v2) a TrainJob through the MPI
+    runtime, whose nodes run trainer.mpiImage (a TrainJob's image reaches only the launcher) and whose restarts and
+    cleanup are the runtime's."""
     command = [versions.NCCL_TESTS_ALL_REDUCE, "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
     env = {FABRIC_ENV: fabric_generation(profile)} if profile is not None else {}
-    if profile is not None and profile.job_apis == ("v2",) and profile.trainer and profile.trainer.mpi_image:
+    if profile is not None and profile.acceptance_api == "v2" and profile.trainer and profile.trainer.mpi_image:
         return JobSpec(
             name=JOB_NAME,
+            api="v2" if len(profile.job_apis) > 1 else None,
             framework="mpi",
             image=profile.trainer.mpi_image,
             nodes=nodes,

@@ -79,8 +79,8 @@ def cluster_problems(job: JobSpec, profile: Profile) -> list[tuple[str, str]]:
         out.append(
             (
                 "queue",
-                f"queue {job.queue!r} asked but Volcano is disabled "
-                "(fastpath:platform.components.volcano): enable it or remove queue",
+                f"queue {job.queue!r} asked but the cluster has no gang scheduler "
+                "(fastpath:platform.components.volcano is off): enable it or remove queue",
             )
         )
     elif job.queue is not None and job.queue not in queues:
@@ -211,9 +211,69 @@ def api_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+def scheduler_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
+    """What the job asks that its cluster's gang scheduler cannot do, and where it asks for a topology it cannot
+    get."""
+    out: list[tuple[str, str]] = []
+    api, sched, topology = api_of(spec, profile), profile.scheduler.name, profile.nodes.topology
+    if sched == "kueue" and api == "v1" and spec.framework == "mpi":
+        out.append(
+            (
+                "framework",
+                "a Training Operator MPIJob is not admitted by Kueue v0.19.2 (its kubeflow.org/mpijob integration is "
+                "mpi-operator's v2beta1; kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/mpijob), so it would run "
+                "without gang nor quota: use api v2 (a TrainJob through the MPI runtime)",
+            )
+        )
+    if sched == "kueue" and spec.elastic is not None:
+        out.append(
+            (
+                "elastic",
+                f"Kueue v0.19.2 admits a Kubeflow job or TrainJob at its full size (here {spec.elastic.max_nodes} "
+                "nodes) and has no elastic admission for them, so the job would wait for maxNodes: give nodes: N",
+            )
+        )
+    if topology is None:
+        if spec.topology is not None:
+            out.append(("topology", "the cluster declares no topology (fastpath:platform.nodes.topology): remove it"))
+        return out
+    names = [lv.name for lv in topology.levels]
+    placement = spec.topology or topology.default_placement
+    if placement.level not in names:
+        return [*out, ("topology.level", f"{placement.level!r} is not a level of this cluster ({', '.join(names)})")]
+    if api == "v2" and spec.topology is not None and spec.topology != topology.default_placement:
+        out.append(
+            (
+                "topology",
+                "a TrainJob is placed as its runtime says (the platform's nodes.topology.placement): Trainer v2.3.0 "
+                "lets a TrainJob patch neither its pods' annotations nor its PodGroup; remove it",
+            )
+        )
+    if sched == "volcano" and api == "v1" and placement.mode == "required":
+        out.append(
+            (
+                "topology.mode",
+                "required placement on Volcano is the PodGroup's networkTopology, which the Training Operator v1.9.4 "
+                "never sets (its schedulingPolicy has no such field): give this job topology {mode: preferred}, or "
+                "api v2",
+            )
+        )
+    size = topology.level(placement.level).nodes
+    if placement.mode == "required" and size is not None and spec.max_nodes > size:
+        out.append(
+            (
+                "topology",
+                f"{spec.max_nodes} nodes never fit in one {placement.level} of {size} nodes, so a required "
+                "placement would wait forever: give this job topology {level: <an outer level>} or {mode: preferred}",
+            )
+        )
+    return out
+
+
 def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
     found = cluster_problems(spec, profile) + command_problems(spec) + api_problems(spec, profile)
+    found += scheduler_problems(spec, profile)
     fab = profile.fabric
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:

@@ -36,7 +36,8 @@ def contract(r: Resolved) -> dict:
         "queue": r.queue,
         "fullCluster": full_cluster_verdict(r, r.spec.min_nodes * r.gpus),  # an elastic gang's minimum
         "priorityClass": r.priority_class,
-        "minAvailable": r.min_available if r.scheduler else None,
+        # Kueue admits a Kubeflow job whole (pkg/controller/jobs/kubeflow/kubeflowjob: no minCount).
+        "minAvailable": (r.replicas if r.scheduler == "kueue" else r.min_available) if r.scheduler else None,
         "faults": fault_summary(r),
         "checkpointDir": r.checkpoint_dir,
     }
@@ -121,22 +122,36 @@ def _v2_contract(r: Resolved) -> dict:
         "secretEnv": sorted(r.spec.secret_env),
         # A PodGroup the runtime gives no queue is created in `default`, and Volcano's PodGroup webhook moves it to
         # the queue its namespace is annotated with (components/platform/volcano.py CHART_ADMISSIONS).
-        "queue": group.get("queue") or (r.profile.scheduler.queue_of(r.namespace) if group else None),
+        **_v2_scheduling(r, group),
         "fullCluster": full_cluster_verdict(r, r.spec.min_nodes * _gpu_count(limits)),
-        "priorityClass": group.get("priorityClassName"),
-        "minAvailable": group.get("minMember"),
         "faults": fault_summary(r),
         "checkpointDir": f"{r.checkpoint_dir} (the claim's {r.spec.name}/)" if r.checkpoint_dir else None,
         "runtimeOverrides": judge.override_problems(job, rt),
     }
 
 
+def _v2_scheduling(r: Resolved, group: dict) -> dict:
+    """A TrainJob's queue, tier and gang size: its PodGroup's on Volcano; on Kueue its labels, and every pod (Kueue
+    admits a TrainJob whole: kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/trainjob)."""
+    if r.scheduler == "kueue":
+        return {"queue": r.queue, "priorityClass": r.priority_class, "minAvailable": r.spec.max_nodes}
+    return {
+        "queue": group.get("queue") or (r.profile.scheduler.queue_of(r.namespace) if group else None),
+        "priorityClass": group.get("priorityClassName"),
+        "minAvailable": group.get("minMember"),
+    }
+
+
 def full_cluster_verdict(r: Resolved, gpus: int) -> str | None:
-    """Whether the job's gang starts when every queue of the cluster has jobs waiting (components/platform/shares.py,
-    Volcano v1.15.1's proportion), for a job in one of the cluster's queues; None without Volcano."""
+    """Whether the job's gang starts when every queue of the cluster has jobs waiting (components/platform/shares.py:
+    Volcano v1.15.1's proportion, or Kueue's nominal quota), for a job in one of the cluster's queues; None without
+    a gang scheduler."""
     sched = r.profile.scheduler
     if not sched.name or r.queue is None or r.queue not in {q.name for q in sched.queues}:
         return None
+    if sched.name == "kueue":
+        own = [shares.Queue(q.name, q.weight, q.gpus) for q in sched.queues]
+        return shares.kueue_full_cluster(own, r.profile.nodes.count, r.profile.gpu.per_node, r.queue, gpus)
     # The acceptance's queue competes too; Volcano's own `default` holds no job of fastpath's (every training
     # namespace names its queue) and is left out.
     queues = [shares.Queue(q.name, q.weight, q.gpus) for q in (*sched.queues, *sched.competing)]

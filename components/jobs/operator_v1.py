@@ -72,7 +72,7 @@ def run_policy(r: Resolved) -> dict:
     # pkg/controller.v1/common/job.go CleanupJob), `pulumi refresh` would forget it and the next `pulumi up`
     # would run it again. The object stays, without running pods, until the job leaves the stack file.
     policy: dict = {"cleanPodPolicy": CLEAN_POD_POLICY}
-    if r.scheduler:
+    if r.scheduler == "volcano":
         policy["schedulingPolicy"] = {
             "minAvailable": r.min_available,
             "queue": r.queue,
@@ -274,7 +274,7 @@ def mpi_job(r: Resolved) -> dict:
     # The launcher is one of the gang (it counts in the PodGroup): it must be able to go where its workers go, or
     # it stays Pending and so does every worker. No GPU, no node selector: any node the workers' taint allows.
     launcher_spec: dict = {"containers": [launcher_container], "tolerations": worker["spec"]["tolerations"]}
-    if r.scheduler:
+    if r.scheduler == "volcano":
         launcher_spec["schedulerName"] = r.scheduler
         launcher_spec["priorityClassName"] = r.priority_class
     if r.wiring.host_network:

@@ -9,6 +9,7 @@ from components import k8s, versions
 from components.fabric import nccl
 from components.fabric import wiring as fabric
 from components.jobs import telemetry
+from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.resolve import JOB_LABEL, ROLE_LABEL, Resolved, job_labels
 from components.model.profile import Profile
@@ -69,14 +70,15 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
-                        "podAffinityTerm": {"labelSelector": job_selector, "topologyKey": prof.nodes.topology_key},
+                        "podAffinityTerm": {"labelSelector": job_selector, "topologyKey": affinity_key(r)},
                     }
                 ]
             },
         },
     }
-    if r.scheduler:
-        pod["schedulerName"] = r.scheduler
+    if r.scheduler == "volcano":
+        pod["schedulerName"] = r.scheduler  # Kueue's pods keep the default scheduler: Kueue admits the job
+    if r.priority_class:
         pod["priorityClassName"] = r.priority_class
     if has_preflight(r):
         volumes.append({"name": "preflight", "configMap": {"name": r.preflight.config_map}})
@@ -91,7 +93,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
             pod["initContainers"] = [preflight_container(r, limits)]
             wired += pod["initContainers"]
     metadata: dict = {"labels": job_labels(r, role)}
-    if notes := primary_interface_annotation(r):
+    if notes := {**primary_interface_annotation(r), **kueue_placement(r)}:
         metadata["annotations"] = notes
     out = {"metadata": metadata, "spec": pod}
     fabric.wire_pod(r.wiring, out, wired)
@@ -99,6 +101,24 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         pod, [container], prof.nccl_inspector_image, mirrors.under(versions.OPS_PYTHON_IMAGE, prof.image_mirror)
     )
     return out
+
+
+def affinity_key(r: Resolved) -> str:
+    """The label whose domain the job's pods prefer to share: its placement level's, else the platform's."""
+    topology = r.profile.nodes.topology
+    if r.placement is not None and topology is not None:
+        return topology.key(r.placement.level)
+    return r.profile.nodes.affinity_key
+
+
+def kueue_placement(r: Resolved) -> dict[str, str]:
+    """Kueue's Topology Aware Scheduling annotations of the job's pod templates; a TFJob's chief and workers are
+    two podsets, grouped so they share the domain."""
+    topology = r.profile.nodes.topology
+    if r.scheduler != "kueue" or r.placement is None or topology is None:
+        return {}
+    group = "chief-and-workers" if r.spec.framework == "tensorflow" and r.replicas > 1 else None
+    return job_topology.kueue_annotations(r.placement, topology, group)
 
 
 def host_network(pod: dict) -> None:

@@ -14,6 +14,7 @@ from components.model.base import JobApi
 from components.model.config import ConfigError
 from components.model.job import JobSpec
 from components.model.profile import PreflightProfile, Profile
+from components.model.topology import TopologyPlacement
 
 DEFAULT_MAX_RESTARTS = 3
 RDZV_NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
@@ -44,6 +45,8 @@ class Resolved:
     overridden: tuple[str, ...] = ()
     checkpoint_dir: str | None = None
     api: JobApi = "v1"
+    placement: TopologyPlacement | None = None
+    """Where its pods go in the fabric topology (the job's own, else the platform's); None: no topology."""
 
     @property
     def replicas(self) -> int:
@@ -112,7 +115,15 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
         overridden=tuple(spec.env_overrides),
         checkpoint_dir=checkpoint_dir,
         api=api,
+        placement=placement_of(spec, profile),
     )
+
+
+def placement_of(spec: JobSpec, profile: Profile) -> TopologyPlacement | None:
+    topology = profile.nodes.topology
+    if topology is None:
+        return None
+    return spec.topology or topology.default_placement
 
 
 def job_labels(r: Resolved, role: str) -> dict[str, str]:
@@ -121,5 +132,23 @@ def job_labels(r: Resolved, role: str) -> dict[str, str]:
 
 def job_meta(r: Resolved) -> dict:
     return k8s.meta(
-        r.spec.name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}
+        r.spec.name,
+        r.profile.cluster,
+        COMPONENT,
+        namespace=r.namespace,
+        extra_labels={JOB_LABEL: r.spec.name, **queue_labels(r)},
     )
+
+
+# On the job object: the LocalQueue and the WorkloadPriorityClass Kueue admits it under
+# (kubernetes-sigs/kueue@v0.19.2:pkg/controller/constants/constants.go QueueLabel, WorkloadPriorityClassLabel).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def queue_labels(r: Resolved) -> dict[str, str]:
+    """Kueue's labels on the job (its queue is a LocalQueue of that name in the job's namespace); none on Volcano,
+    whose queue is in the PodGroup."""
+    if r.scheduler != "kueue" or r.queue is None or r.priority_class is None:
+        return {}
+    return {KUEUE_QUEUE_LABEL: r.queue, KUEUE_PRIORITY_LABEL: r.priority_class}

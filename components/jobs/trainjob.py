@@ -13,9 +13,11 @@ runtimes' node shape and a resolved job into its TrainJob; components/jobs/runti
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from components import k8s, versions
 from components.fabric import wiring as fabric
+from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.launch import MPI_LAUNCH, mpirun_command, torchrun_command
 from components.jobs.pod import pod_preflight_env, primary_interface
@@ -57,7 +59,8 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         # its namespace's queue (components/platform/volcano.py), so one cluster-wide runtime serves every team.
         queue=None if not sched.name or sched.namespace_queues else sched.default_queue,
         priority_class=tier if sched.name else None,
-        topology_key=profile.nodes.topology_key,
+        topology_key=profile.nodes.affinity_key,
+        **_placement(profile, framework),
         checkpoint_claim=cp.claim if cp else None,
         checkpoint_mount=cp.mount_root if cp else "/checkpoints",
         preflight_config_map=pf.config_map if pf else None,
@@ -69,6 +72,22 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         nccl_inspector_image=profile.nccl_inspector_image,
         metrics_image=mirrors.under(versions.OPS_PYTHON_IMAGE, profile.image_mirror),
     )
+
+
+def _placement(profile: Profile, framework: str) -> dict[str, Any]:
+    """The runtime's place in the fabric topology (the platform's: a TrainJob cannot change its pods' annotations
+    nor its PodGroup, kubeflow/trainer@v2.3.0 PodSpecPatch): Volcano's networkTopology or Kueue's annotations,
+    the MPI launcher grouped with its nodes."""
+    topology = profile.nodes.topology
+    if topology is None:
+        return {}
+    placement = topology.default_placement
+    if profile.scheduler.name == "volcano":
+        return {"network_topology": job_topology.volcano_network_topology(placement, topology)}
+    if profile.scheduler.name == "kueue":
+        group = "launcher-and-nodes" if framework == "mpi" else None
+        return {"topology_annotations": job_topology.kueue_annotations(placement, topology, group)}
+    return {}
 
 
 def runtime(profile: Profile, framework: str, tier: str | None) -> dict:
@@ -143,7 +162,9 @@ def train_job(r: Resolved) -> dict:
     if spec.memory_gib is not None or spec.cpus is not None:
         part = {build.GPU_RESOURCE: r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
         resources = {"limits": part, "requests": dict(part)}
-    queue = r.queue if r.queue != r.profile.scheduler.queue_of(r.namespace) else None
+    # Volcano: a queue other than the namespace's goes in the PodGroup through a runtime patch; Kueue's queue is
+    # the TrainJob's label (job_meta).
+    queue = r.queue if r.scheduler == "volcano" and r.queue != r.profile.scheduler.queue_of(r.namespace) else None
     if spec.framework == "pytorch":
         command = torchrun_command(spec.command)
     else:

@@ -38,6 +38,7 @@ from components.model.base import (
     interface_problem,
     rdma_device_problem,
 )
+from components.model.topology import TopologyConfig
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Rail names end up in NAD names (DNS-1123) and device-plugin resource names ([A-Za-z0-9_]): keep to both.
@@ -197,9 +198,15 @@ class NodesConfig(Model):
     Required."""
     cpus: Annotated[int, Field(gt=0, le=100000)]
     """Allocatable CPUs of one GPU node. Required."""
-    topology_key: QualifiedName = "topology.kubernetes.io/zone"
-    """Node label whose value names a topology domain (zone, rack or leaf switch); a job's pods are packed
-    toward one domain. Default `topology.kubernetes.io/zone`."""
+    topology_key: QualifiedName | None = None
+    """A node label whose value names a domain (zone, rack): a job's pods prefer to share one, by pod affinity only
+    (no scheduler placement, and nothing here sets the label). Superseded by `topology`, which makes the same
+    preference with the scheduler's own placement and can require it; unset there, it is the innermost level's
+    key. Default `topology.kubernetes.io/zone`."""
+    topology: TopologyConfig | None = None
+    """The fabric's topology (`{source, provider, levels, placement}`): levels outermost first (block, leaf; the host
+    implied), labelled by Topograph or declared as already set; the scheduler places each gang in it (Kueue
+    Topology Aware Scheduling, or Volcano HyperNodes). Unset: no topology placement."""
     cpu_nodes: bool = True
     """The cluster has schedulable nodes without GPUs (a system or CPU pool): fastpath's small per-job services
     (a PyTorch job's rendezvous store) must run there, off the GPU nodes whose drains (SR-IOV reboots, driver
@@ -215,7 +222,24 @@ class NodesConfig(Model):
     def _system_needs_cpu_nodes(self) -> NodesConfig:
         if self.system is not None and not self.cpu_nodes:
             raise ValueError("nodes.system names CPU-only nodes but nodes.cpuNodes is false: set cpuNodes true")
+        if self.topology is not None and self.topology_key is not None:
+            raise ValueError(
+                "nodes.topologyKey and nodes.topology both say where a job's pods go: remove topologyKey (the "
+                "topology's innermost level takes its place)"
+            )
+        for i, level in enumerate(self.topology.levels if self.topology else []):
+            if level.nodes is not None and level.nodes > self.count:
+                raise ValueError(
+                    f"nodes.topology.levels[{i}].nodes {level.nodes} is more than nodes.count {self.count}"
+                )
         return self
+
+    @property
+    def affinity_key(self) -> str:
+        """The label a job's pods prefer to share a value of (pod affinity)."""
+        if self.topology is not None:
+            return self.topology.key(self.topology.levels[-1].name)
+        return self.topology_key or "topology.kubernetes.io/zone"
 
 
 class RailConfig(Model):
@@ -480,31 +504,42 @@ class FabricConfig(Model):
 
 class QueueConfig(Model):
     name: DnsLabel
-    """Volcano queue name; jobs name it in `queue`. Required."""
+    """Queue name (a Volcano Queue, or a Kueue ClusterQueue with a LocalQueue of that name in every training
+    namespace); jobs name it in `queue`. Required."""
     weight: Annotated[int, Field(gt=0, le=65535)] = 1
-    """Share of the cluster this queue gets when queues compete: Volcano's proportion plugin splits the GPUs by the
-    weights of the queues that have jobs, each capped at its `gpus`, and a gang starts only inside its queue's share
-    (allocated plus the gang at most the share), so a gang larger than its queue's share never starts while every
-    queue has jobs (each job's `fullCluster` in SUMMARY.md says it, and the render warns). Default 1."""
+    """Share of the cluster this queue gets when queues compete. Volcano: its proportion plugin splits the GPUs by
+    the weights of the queues that have jobs, each capped at its `gpus`, and a gang starts only inside its queue's
+    share (allocated plus the gang at most the share), so a gang larger than its queue's share never starts while
+    every queue has jobs. Kueue: the queue's guaranteed quota (nominalQuota) is its weight's share of the GPUs in
+    whole nodes, guaranteed even while the others are idle; beyond it a gang runs only on idle borrowed GPUs and
+    never preempts for them. Each job's `fullCluster` in SUMMARY.md says which, and the render warns. Default 1."""
     gpus: Annotated[int, Field(gt=0, le=k8s_syntax.INT32_MAX)] | None = None
-    """Capability: the most GPUs the queue holds at once, even when the rest of the cluster is idle; at most the
-    cluster's GPUs. A ceiling only: it reserves nothing. Unset: no cap."""
+    """The most GPUs the queue holds at once, even when the rest of the cluster is idle; at most the cluster's
+    GPUs (Volcano capability: a ceiling, it reserves nothing; Kueue: nominal quota plus borrowing limit). Unset: no
+    cap."""
     reclaimable: bool = True
     """Whether another queue whose gang does not fit may take GPUs from this queue by evicting whole gangs of
     it (Volcano gangreclaim, volcano-sh/volcano@v1.15.1: any priority tier; pods a victim gang can spare first, then
     whole gangs of queues of lower priority, then furthest over their share; v1.15.1 does not check that this queue
-    is over its share, only that the reclaiming gang fits inside its own). Default true; false: this queue's running
-    jobs are never reclaimed."""
+    is over its share, only that the reclaiming gang fits inside its own); false: this queue's running jobs are
+    never reclaimed. Kueue reclaims only from a queue over its nominal quota, whatever this says; false
+    there means the queue never borrows (borrowingLimit 0), so it is never over it. Default true."""
     namespaces: list[DnsLabel] = []
-    """Training namespaces whose jobs land in this queue when they name none: stack-file jobs, and TrainJobs
-    written by hand (the namespace carries Volcano's queue annotation, which its admission webhook gives every
-    PodGroup left in the `default` queue). Each training namespace in at most one queue; the others use
-    `scheduler.defaultQueue`. Default: none."""
+    """Training namespaces whose jobs land in this queue when they name none: stack-file jobs, and jobs written by
+    hand (Volcano: the namespace carries the queue annotation, which its admission webhook gives every PodGroup
+    left in the `default` queue; Kueue: the namespace's LocalQueue `default` points at this queue's ClusterQueue,
+    and Kueue's webhooks label every unlabelled job with it). Each training namespace in at most one queue; the
+    others use `scheduler.defaultQueue`. Default: none."""
 
 
 class SchedulerConfig(Model):
+    name: Literal["volcano", "kueue"] = "volcano"
+    """The gang scheduler: `volcano` (binds each gang whole; HyperNode placement; elastic jobs) or `kueue` (admits
+    each job whole against queue quota, then the default scheduler binds it; Topology Aware Scheduling; no
+    Training Operator MPIJob). README "Choosing the scheduler" compares them. Default volcano."""
     queues: list[QueueConfig] = [QueueConfig(name="training")]
-    """Volcano queues. Default: one queue `training` with weight 1 and no cap."""
+    """The queues (Volcano Queues, or Kueue ClusterQueues in one cohort). Default: one queue `training` with
+    weight 1 and no cap."""
     default_queue: str | None = None
     """Queue used by jobs that name none. Default: the first queue."""
 
@@ -518,6 +553,12 @@ class SchedulerConfig(Model):
             raise ValueError(f"scheduler.queues names {sorted(dup)} more than once")
         if self.default_queue is not None and self.default_queue not in names:
             raise ValueError(f"scheduler.defaultQueue {self.default_queue!r} is not one of scheduler.queues {names}")
+        if self.name == "kueue" and "default" in names:
+            raise ValueError(
+                "scheduler.queues names a queue 'default', which on Kueue is a LocalQueue `default`: Kueue's "
+                "webhooks would then label every unlabelled job of the namespace with it, fastpath's own included; "
+                "call it something else (each namespace's LocalQueue `default` is fastpath's)"
+            )
         return self
 
     @property
@@ -613,8 +654,9 @@ class ComponentsConfig(Model):
     training_operator: bool | None = None
     """Install the Kubeflow Training Operator v1 (PyTorchJob, MPIJob v1, TFJob). Default: on unless jobApi is
     `v2`."""
-    volcano: bool = True
-    """Install Volcano (gang scheduling, queues). Default true."""
+    volcano: bool | None = None
+    """Install Volcano (gang scheduling, queues). Default: on when scheduler.name is volcano; false leaves the
+    cluster without a gang scheduler (pods go to the default scheduler, no queue)."""
     checkpoint_storage: bool = True
     """Install the checkpoint StorageClass/claims. Default true."""
 
@@ -979,7 +1021,7 @@ class PlatformConfig(Model):
                 "trainer configures Kubeflow Trainer v2, which jobApi 'v1' (the default) does not "
                 "install: set jobApi 'v2' or 'both', or remove trainer"
             )
-        if self.acceptance.enabled and self.job_api == "v2":
+        if self.acceptance.enabled and self.acceptance_api == "v2":
             if self.trainer_settings.mpi_image is None:
                 raise ValueError(
                     "acceptance.enabled on jobApi 'v2' runs nccl-tests through the MPI runtime, which "
@@ -990,7 +1032,7 @@ class PlatformConfig(Model):
             if self.acceptance.image not in (versions.NCCL_TESTS_IMAGE, self.trainer_settings.mpi_image):
                 raise ValueError(
                     f"acceptance.image {self.acceptance.image!r} differs from trainer.mpiImage "
-                    f"{self.trainer_settings.mpi_image!r}: on jobApi 'v2' the ranks run in the MPI "
+                    f"{self.trainer_settings.mpi_image!r}: as a TrainJob the ranks run in the MPI "
                     "runtime's image; remove acceptance.image"
                 )
         elif self.acceptance.enabled and not self.training_operator_enabled:
@@ -1001,8 +1043,33 @@ class PlatformConfig(Model):
                 f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
                 "remove components.networkOperator"
             )
+        self._kueue()
         self._mirrored()
         return self
+
+    def _kueue(self) -> None:
+        """What the stack asks that Kueue v0.19.2 cannot do, refused with the reason."""
+        if not self.kueue_enabled:
+            return
+        if self.components.volcano:
+            raise ValueError(
+                "components.volcano is on but scheduler.name is kueue: two gang schedulers would each hold part of "
+                "the GPUs; remove components.volcano, or set scheduler.name volcano"
+            )
+        if self.acceptance.enabled and self.acceptance_api == "v1":
+            raise ValueError(
+                "acceptance.enabled on Kueue with jobApi 'v1': the acceptance is a Training Operator MPIJob, which "
+                "Kueue v0.19.2 does not admit (its kubeflow.org/mpijob integration is mpi-operator's v2beta1); serve "
+                "Trainer v2 (jobApi 'both' or 'v2', the acceptance then runs as a TrainJob) or turn acceptance off"
+            )
+
+    @property
+    def acceptance_api(self) -> JobApi:
+        """The API the fabric acceptance runs on: a TrainJob through the MPI runtime where v2 is the only API, or
+        on Kueue (which has no Training Operator MPIJob integration) where v2 is served; else an MPIJob."""
+        if self.job_apis == ("v2",) or (self.kueue_enabled and "v2" in self.job_apis):
+            return "v2"
+        return "v1"
 
     def _mirrored(self) -> None:
         """With mirrors, every image the platform names is the mirror's, and the Training Operator has a source."""
@@ -1049,6 +1116,15 @@ class PlatformConfig(Model):
                 "be fetched from github.com; name a git mirror or a path holding kubeflow/trainer at "
                 f"{self.versions.training_operator}"
             )
+
+    @property
+    def volcano_enabled(self) -> bool:
+        flag = self.components.volcano
+        return self.scheduler.name == "volcano" if flag is None else flag
+
+    @property
+    def kueue_enabled(self) -> bool:
+        return self.scheduler.name == "kueue"
 
     @property
     def training_operator_enabled(self) -> bool:

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from components import k8s_syntax
 from components.fabric import nccl
 from components.model.base import DnsName, EnvName, JobApi, Model, SecretKey, image_problem
+from components.model.topology import TopologyPlacement
 
 # Where every job's checkpoint directory is mounted (profile.checkpoints.mountRoot).
 CHECKPOINT_ROOT = "/checkpoints"
@@ -142,6 +143,9 @@ class JobSpec(Model):
     api: JobApi | None = None
     """`v1` (PyTorchJob/MPIJob/TFJob) or `v2` (a TrainJob naming one of the platform's runtimes). Only on clusters
     with jobApi `both`, where the default is v1; elsewhere the cluster's API."""
+    topology: TopologyPlacement | None = None
+    """Where this job's pods go in the cluster's fabric topology (`{level, mode}`: a level of
+    fastpath:platform.nodes.topology, `preferred` or `required`). Default: the platform's placement."""
 
     @field_validator("env", "env_overrides", mode="before")
     @classmethod

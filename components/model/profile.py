@@ -73,7 +73,7 @@ class QueueProfile:
 
 @dataclass(frozen=True)
 class SchedulerProfile:
-    name: str | None  # None: Volcano is off, pods go to the default scheduler without gang or queue
+    name: str | None  # volcano or kueue; None: no gang scheduler, pods go to the default scheduler without a queue
     queues: tuple[QueueProfile, ...]
     default_queue: str
     priority_classes: tuple[str, ...]
@@ -148,6 +148,7 @@ class Profile:
     """The job APIs the cluster serves; a job that names none gets the first."""
     trainer: TrainerProfile | None = None
     """Trainer v2's published runtimes (when job_apis has v2)."""
+
     nccl_inspector_image: str | None = None
     """The image with NCCL's Inspector plugin every GPU pod loads (monitoring.ncclInspectorImage); None: off."""
     image_mirror: str | None = None
@@ -155,6 +156,11 @@ class Profile:
     lost_node_seconds: int | None = None
     """How long a lost node keeps its pods before node health releases them (health.lostNodeMinutes); None: until
     a person does."""
+
+    @property
+    def acceptance_api(self) -> JobApi:
+        """What the fabric acceptance runs as (PlatformConfig.acceptance_api)."""
+        return "v2" if self.job_apis == ("v2",) or (self.scheduler.name == "kueue" and "v2" in self.job_apis) else "v1"
 
     def runtimes(self) -> list[tuple[str, str, str | None]]:
         """(name, framework, priority class) of every runtime the cluster publishes, in a stable order."""
@@ -259,7 +265,7 @@ def profile(platform: PlatformConfig) -> Profile:
         nodes=platform.nodes,
         fabric=platform.fabric,
         scheduler=SchedulerProfile(
-            name=SCHEDULER_NAME if platform.components.volcano else None,
+            name=platform.scheduler.name if platform.volcano_enabled or platform.kueue_enabled else None,
             queues=tuple(QueueProfile(q.name, q.gpus, q.weight) for q in platform.scheduler.queues),
             default_queue=platform.scheduler.queue_for_jobs,
             priority_classes=tuple(name for name, _, _ in PRIORITY_CLASSES),
@@ -273,7 +279,7 @@ def profile(platform: PlatformConfig) -> Profile:
                         1,
                     ),
                 )
-                if platform.acceptance.enabled and platform.components.volcano
+                if platform.acceptance.enabled and platform.volcano_enabled
                 else ()
             ),
         ),

@@ -17,10 +17,12 @@ from components.platform import telemetry
 from components.platform.checkpoints import CheckpointStorage, CheckpointStorageArgs
 from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.platform.health import Health, HealthArgs
+from components.platform.kueue import Kueue, KueueArgs
 from components.platform.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.platform.networks import SecondaryNetworks, SecondaryNetworksArgs
 from components.platform.sriov import LEFT_ON_DESTROY as LEFT_ON_DESTROY_SRIOV
 from components.platform.sriov import SriovNetworks, SriovNetworksArgs
+from components.platform.topology import Topograph, TopographArgs
 from components.platform.trainer import Trainer, TrainerArgs
 from components.platform.training_operator import TrainingOperator, TrainingOperatorArgs
 from components.platform.volcano import QUEUE_ANNOTATION as VOLCANO_QUEUE_ANNOTATION
@@ -78,7 +80,7 @@ def training_namespaces(platform: PlatformConfig) -> list[dict]:
             why,
             # Volcano's PodGroup webhook reads it: the queue of this namespace's jobs that name none
             # (components/platform/volcano.py CHART_ADMISSIONS).
-            {VOLCANO_QUEUE_ANNOTATION: platform.scheduler.queue_of(ns)} if platform.components.volcano else None,
+            {VOLCANO_QUEUE_ANNOTATION: platform.scheduler.queue_of(ns)} if platform.volcano_enabled else None,
         )
         for ns in platform.training_namespaces
     ]
@@ -170,7 +172,15 @@ class Platform(pulumi.ComponentResource):
         # Training-time telemetry's scrape config and rules (the pods' side is components/jobs/telemetry.py).
         for m in telemetry.objects(p):
             k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
-        self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.components.volcano else None
+        self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.volcano_enabled else None
+        # Kueue's LocalQueues live in the training namespaces.
+        self.kueue = (
+            Kueue("kueue", KueueArgs(p), pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
+            if p.kueue_enabled
+            else None
+        )
+        if p.nodes.topology is not None and p.nodes.topology.source == "topograph":
+            Topograph("topograph", TopographArgs(p), child)
         self.training_operator = None
         if p.training_operator_enabled:
             # With the gang flag the operator exits while the PodGroup CRD (Volcano's release) is missing.

@@ -237,6 +237,24 @@ KEYS: dict[str, tuple[Key, ...]] = {
             pulls=("ghcr.io/rtsp/docker-mongosh:2.5.2",),
         ),
     ),
+    # fastpath pins both images in the values (components/platform/kueue.py, topology.py), so the chart's own defaults
+    # (Kueue's in-repo staging image, which its release packaging rewrites; Topograph's appVersion) never apply.
+    versions.KUEUE_CHART: (
+        Key(
+            "controllerManager.manager.image.repository",
+            versions.KUEUE_IMAGE_REPOSITORY,
+            pulls=(f"{versions.KUEUE_IMAGE_REPOSITORY}:{versions.KUEUE_IMAGE_TAG}",),
+        ),
+    ),
+    # NVIDIA/topograph@v1.0.0:charts/topograph/values.yaml image.*: the API server, node-observer and node-data-broker
+    # all run it (tests.image empty reuses it; fastpath turns the helm tests off).
+    versions.TOPOGRAPH_CHART: (
+        Key(
+            "image.repository",
+            versions.TOPOGRAPH_IMAGE_REPOSITORY,
+            pulls=(f"{versions.TOPOGRAPH_IMAGE_REPOSITORY}:{versions.TOPOGRAPH_IMAGE_TAG}",),
+        ),
+    ),
 }
 # Images whose tag the operator derives on each node: mirror one per node OS (and kernel, when precompiled).
 DERIVED = {

@@ -89,6 +89,15 @@ SLOTS: dict[str, tuple[Slot, ...]] = {
             ("tolerations", "webhook.tolerations", "cainjector.tolerations", "startupapicheck.tolerations"),
         ),
     ),
+    # kubernetes-sigs/kueue@v0.19.2:charts/kueue/values.yaml controllerManager.* (the manager Deployment; KueueViz
+    # is off).
+    versions.KUEUE_CHART: (Slot("controllerManager.nodeSelector", ("controllerManager.tolerations",)),),
+    # NVIDIA/topograph@v1.0.0:charts/topograph/values.yaml: the API server (top level) and nodeObserver.* (the
+    # node-data-broker is a DaemonSet on the GPU nodes: components/platform/topology.py places it).
+    versions.TOPOGRAPH_CHART: (
+        Slot("nodeSelector", ("tolerations",)),
+        Slot("nodeObserver.nodeSelector", ("nodeObserver.tolerations",)),
+    ),
     # kubernetes-csi/csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml controller.* (the controller
     # Deployment), whose default tolerations are the control plane's and CriticalAddonsOnly.
     versions.CSI_NFS_CHART: (

@@ -92,3 +92,37 @@ def full_cluster(queues: Sequence[Queue], total: int, queue: str, gpus: int) -> 
         if deserved([*others, Queue(queue, weight, own.gpus)], total)[queue] >= gpus:
             return FullCluster(False, gpus, queue, share, f"a weight of {weight} for {queue} would let it start")
     return FullCluster(False, gpus, queue, share, f"no weight of {queue} lets it: lower the other queues' gpus")
+
+
+# Kueue (scheduler.name kueue; components/platform/kueue.py): a queue's guarantee is its ClusterQueue's nominalQuota,
+# fixed at render time from the weights, and a gang beyond it only borrows idle quota: with borrowWithinCohort Never
+# a workload larger than its nominal never preempts (kubernetes-sigs/kueue@v0.19.2:pkg/scheduler/flavorassigner/
+# flavorassigner.go fitsResourceQuota, canPreemptWhileBorrowing).
+
+
+def kueue_nominal(queues: Sequence[Queue], nodes: int, per_node: int) -> dict[str, int]:
+    """Each queue's guaranteed GPUs: its weight's share of the nodes in whole nodes (largest remainders first, then
+    the queues' order), at most its `gpus`."""
+    total = sum(q.weight for q in queues)
+    exact = [nodes * q.weight / total for q in queues]
+    share = [int(x) for x in exact]
+    for i in sorted(range(len(queues)), key=lambda i: (share[i] - exact[i], i))[: nodes - sum(share)]:
+        share[i] += 1
+    return {
+        q.name: min(s * per_node, q.gpus) if q.gpus is not None else s * per_node
+        for q, s in zip(queues, share, strict=True)
+    }
+
+
+def kueue_full_cluster(queues: Sequence[Queue], nodes: int, per_node: int, queue: str, gpus: int) -> str:
+    """Whether a gang of `gpus` in `queue` starts on a cluster whose every queue has demand, under Kueue."""
+    nominal = kueue_nominal(queues, nodes, per_node)[queue]
+    if gpus <= nominal:
+        return (
+            f"starts: {gpus} GPUs within {queue}'s guaranteed {nominal} (Kueue nominalQuota; reclaimed from queues "
+            "borrowing beyond theirs)"
+        )
+    return (
+        f"only on idle GPUs: {gpus} GPUs over {queue}'s guaranteed {nominal} (Kueue nominalQuota); it borrows what "
+        f"other queues leave idle and never preempts for it: raise {queue}'s weight"
+    )

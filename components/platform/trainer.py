@@ -120,8 +120,8 @@ def runtimes(profile: Profile, acceptance: bool = False) -> list[dict[str, Any]]
 
 
 def publishes_acceptance(platform: PlatformConfig) -> bool:
-    """The v2 fabric acceptance (a TrainJob on a v2-only cluster) names a runtime of its own."""
-    return platform.acceptance.enabled and platform.job_api == "v2"
+    """The v2 fabric acceptance (a TrainJob on a v2-only cluster, or on Kueue) names a runtime of its own."""
+    return platform.acceptance.enabled and platform.acceptance_api == "v2"
 
 
 @dataclass

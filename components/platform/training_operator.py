@@ -92,7 +92,7 @@ def overlay_url(ref: str) -> str:
 
 def manager_flags(platform: PlatformConfig) -> list[str]:
     """The flags fastpath adds to the manager container, in order."""
-    flags = [GANG_FLAG] if platform.components.volcano else []
+    flags = [GANG_FLAG] if platform.volcano_enabled else []
     return [
         *flags,
         f"--pytorch-init-container-image={mirrors.image(versions.PYTORCH_INIT_CONTAINER_IMAGE, platform.mirrors)}",

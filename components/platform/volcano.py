@@ -11,7 +11,9 @@ import yaml
 from components import k8s, versions
 from components.model import profile
 from components.model.config import PlatformConfig
+from components.model.topology import TopologyConfig
 from components.platform import mirrors, placement
+from components.platform import topology as fabric_topology
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"
@@ -36,11 +38,11 @@ DEFAULT_PRIORITY_CLASS = profile.DEFAULT_PRIORITY_CLASS
 GANG_ACTIONS = ("gangpreempt", "gangreclaim")
 
 
-def scheduler_conf() -> dict:
+def scheduler_conf(topology: TopologyConfig | None = None) -> dict:
     """The volcano-scheduler.conf fastpath installs (chart value `custom.scheduler_config_override`, which
     replaces the chart's file wholesale: volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/
-    scheduler.yaml)."""
-    return {
+    scheduler.yaml); with a fabric topology, the plugin that places gangs in its HyperNodes."""
+    conf: dict[str, Any] = {
         "actions": "allocate, backfill, gangreclaim, gangpreempt",
         # allowWholeBundle true is the actions' default, pinned: with minMember = every pod, a healthy gang is
         # one whole bundle, and false would never evict it at all.
@@ -65,6 +67,9 @@ def scheduler_conf() -> dict:
             },
         ],
     }
+    if topology is not None:
+        conf["tiers"][1]["plugins"].append(fabric_topology.VOLCANO_PLUGIN)
+    return conf
 
 
 # The chart's admission webhooks (volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/values.yaml
@@ -86,7 +91,7 @@ def values(platform: PlatformConfig) -> dict:
     with the PodGroup mutation added (the scheduler, controllers and admission webhook are on by default)."""
     v = {
         "custom": {
-            "scheduler_config_override": yaml.safe_dump(scheduler_conf(), sort_keys=False),
+            "scheduler_config_override": yaml.safe_dump(scheduler_conf(platform.nodes.topology), sort_keys=False),
             "enabled_admissions": f"{CHART_ADMISSIONS},{PODGROUP_MUTATE}",
             # Off in the chart: during a rollout (a values change, a node drain) the old and the new scheduler then
             # both bind pods for a while, two gangs onto the same GPUs. With it the new one waits for the lease
@@ -94,6 +99,8 @@ def values(platform: PlatformConfig) -> dict:
             "leader_elect_enable": True,
         }
     }
+    if platform.nodes.topology is not None:
+        v["custom"]["controller_config_override"] = fabric_topology.volcano_controller_config(platform.nodes.topology)
     return k8s.merge_values(v, placement.site_values(versions.VOLCANO_CHART, platform))
 
 

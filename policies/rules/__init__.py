@@ -15,6 +15,7 @@ AREAS = (
     "fabric",
     "nccl",
     "gang",
+    "kueue",
     "lifecycle",
     "checkpoints",
     "gpus",

@@ -27,6 +27,95 @@ TRAINING = {
 }
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# batch/v1 Job's opt-in to partial admission: Kueue may admit it with fewer pods, down to this many
+# (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/job/job_controller.go JobMinParallelismAnnotation, read by
+# Job.PodSets as the podset's MinCount; the PartialAdmission gate is beta and on).
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+
+# (API group, kind) of the objects Kueue v0.19.2 has an integration for: the packages of kubernetes-sigs/kueue@v0.19.2:
+# pkg/controller/jobs/ (kubeflow/jobs/{pytorchjob,tfjob,xgboostjob,paddlejob,jaxjob} for kubeflow.org/v1, trainjob,
+# jobset, mpijob, rayjob, raycluster, rayservice, leaderworkerset, job, pod, deployment, statefulset, appwrapper,
+# sparkapplication). Each job is one Workload, admitted whole: every podset gets its flavors in one step or none does
+# (pkg/scheduler/flavorassigner/flavorassigner.go assignFlavors, pkg/scheduler/scheduler.go admit); kueue_gap says
+# where that is not so. The Kubeflow v1 ones act only when enabled in Kueue's config (the chart leaves pytorchjob and
+# tfjob commented out), which no manifest shows: they are taken as enabled.
+KUEUE_INTEGRATIONS = frozenset(
+    {
+        ("kubeflow.org", "PyTorchJob"),
+        ("kubeflow.org", "TFJob"),
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("kubeflow.org", "JAXJob"),
+        ("trainer.kubeflow.org", "TrainJob"),
+        ("jobset.x-k8s.io", "JobSet"),
+        ("ray.io", "RayJob"),
+        ("ray.io", "RayCluster"),
+        ("ray.io", "RayService"),
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        ("workload.codeflare.dev", "AppWrapper"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
+        ("batch", "Job"),
+        ("", "Pod"),
+        ("apps", "Deployment"),
+        ("apps", "StatefulSet"),
+    }
+)
+# Kueue's mpijob integration imports mpi-operator's API, kubeflow.org/v2beta1 (kubernetes-sigs/kueue@v0.19.2:
+# pkg/controller/jobs/mpijob/mpijob_controller.go imports github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1;
+# its webhooks serve /mutate-kubeflow-org-v2beta1-mpijob). The Training Operator's kubeflow.org/v1 MPIJob has none.
+KUEUE_MPIJOB_VERSION = "kubeflow.org/v2beta1"
+
+
+def _group(obj: dict) -> tuple[str, bool]:
+    """An object's API group, and whether its apiVersion was given at all."""
+    api = obj.get("apiVersion")
+    if not isinstance(api, str) or not api:
+        return "", False
+    return (api.rpartition("/")[0], True)
+
+
+def kueue_integrated(obj: dict) -> bool:
+    """Whether Kueue v0.19.2 has an integration for the object's kind and API version: its queue label queues it.
+    An object without apiVersion (never accepted by the API server) is taken by its kind."""
+    kind = obj.get("kind")
+    if kind == "MPIJob":
+        return obj.get("apiVersion") == KUEUE_MPIJOB_VERSION
+    group, given = _group(obj)
+    return (group, kind) in KUEUE_INTEGRATIONS if given else any(k == kind for _, k in KUEUE_INTEGRATIONS)
+
+
+def kueue_gap(obj: dict) -> str | None:
+    """Why the queue label does not make Kueue admit the object's pods all or nothing, or None when it does."""
+    kind = obj.get("kind")
+    if kind == "MPIJob" and not kueue_integrated(obj):
+        return (
+            f"the {KUEUE_QUEUE_LABEL} label does nothing on a {obj.get('apiVersion') or 'kubeflow.org/v1'} MPIJob: "
+            f"Kueue's mpijob integration is for mpi-operator's {KUEUE_MPIJOB_VERSION} "
+            "(kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/mpijob), and none admits the Training Operator's "
+            "v1 MPIJob"
+        )
+    if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+        return (
+            f"the {KUEUE_QUEUE_LABEL} label does nothing on a {kind}: Kueue reads it from each TrainJob, and a "
+            "runtime's gang is its podGroupPolicy"
+        )
+    if not kueue_integrated(obj):
+        return f"Kueue v0.19.2 has no integration for {obj.get('apiVersion') or ''} {kind}: the label does nothing"
+    if kind == "Deployment":
+        # The webhook puts the queue label on the pod template, and each pod is a Workload of its own
+        # (pkg/controller/jobs/deployment/deployment_webhook.go Default).
+        return "Kueue admits a Deployment's pods one at a time, each a Workload of its own"
+    annotations = dict_or_empty(dict_or_empty(obj.get("metadata")).get("annotations"))
+    if kind == "Job" and KUEUE_MIN_PARALLELISM in annotations:
+        return (
+            f"{KUEUE_MIN_PARALLELISM} opts the Job into Kueue's partial admission: it may start with as few as "
+            f"{annotations[KUEUE_MIN_PARALLELISM]} pods, not all of them"
+        )
+    return None
+
+
 # NVIDIA's KAI Scheduler gang-schedules every pod that names it: its PodGrouper watches them and makes the
 # workload's PodGroup itself (kubeflow.org docs: components/trainer/operator-guides/job-scheduling/kai; the Training
 # Operator's job-scheduling guide lists it beside Volcano and Kueue).
@@ -39,7 +128,7 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
     total = total_replicas(tpls)
     spec = dict_or_empty(obj.get("spec"))
     labels = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
-    if "kueue.x-k8s.io/queue-name" in labels:
+    if KUEUE_QUEUE_LABEL in labels and kueue_gap(obj) is None:
         return "kueue"
     if is_volcano_job(obj):
         if spec.get("minAvailable") is not None and int_or_none(spec.get("minAvailable")) is None:
@@ -83,27 +172,52 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
     return "podgroup" if group and schedulers == {"volcano"} else None
 
 
+def ungang(ctx: Context) -> str | None:
+    """gang-scheduling's finding on the object, or None: a multi-pod GPU training job no gang scheduler covers."""
+    obj, tpls = ctx.obj, ctx.templates
+    if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
+        return None
+    if not ctx.gpu_containers:
+        return None
+    if _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None) is not None:
+        return None
+    labels = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
+    gap = kueue_gap(obj) if KUEUE_QUEUE_LABEL in labels else None
+    fix = (
+        "Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, schedulerName volcano) or "
+        "Kueue (label kueue.x-k8s.io/queue-name)"
+    )
+    if gap is not None and obj.get("kind") == "MPIJob":
+        fix = (
+            "Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, with the Training "
+            f"Operator's --gang-scheduler-name=volcano), or mpi-operator's {KUEUE_MPIJOB_VERSION} MPIJob, which "
+            "Kueue admits whole"
+        )
+    elif gap is not None and obj.get("kind") == "Job" and not is_volcano_job(obj):
+        fix = f"Remove {KUEUE_MIN_PARALLELISM}, so Kueue admits every pod or none"
+    return (
+        f"{total_replicas(tpls)} pods without gang scheduling: {gap + '; a' if gap else 'a'} partial allocation "
+        f"holds GPUs and deadlocks. {fix}"
+    )
+
+
 @rule(
     "gang-scheduling",
     "Multi-pod training jobs are gang-scheduled",
     level=MANDATORY,
     description="Volcano (schedulerName/PodGroup, runPolicy.schedulingPolicy.minAvailable covering all replicas, or "
-    "a podGroupPolicy on a TrainJob or runtime), Kueue, or the KAI Scheduler, so a job gets all its pods or none.",
-    remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label)",
+    "a podGroupPolicy on a TrainJob or runtime), Kueue (the queue-name label on a kind Kueue v0.19.2 admits whole: "
+    "not a kubeflow.org/v1 MPIJob, which no Kueue integration admits, nor a batch/v1 Job with "
+    "kueue.x-k8s.io/job-min-parallelism), or the KAI Scheduler, so a job gets all its pods or none.",
+    remediation="schedule with Volcano (minAvailable covering every replica) or Kueue (queue-name label on a kind it "
+    "admits whole: mpi-operator's v2beta1 MPIJob, not the v1 one)",
     kinds=TRAINING,
 )
 def gang_scheduling(ctx: Context) -> Iterator[Finding]:
-    obj, tpls = ctx.obj, ctx.templates
-    if obj.get("kind") not in TRAINING or total_replicas(tpls) < 2:
-        return
-    if not ctx.gpu_containers:
-        return
-    if _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None) is None:
-        yield Finding(
-            f"{total_replicas(tpls)} pods without gang scheduling: a partial allocation holds GPUs and "
-            "deadlocks. Use Volcano (runPolicy.schedulingPolicy.minAvailable covering every replica, "
-            "schedulerName volcano) or Kueue (label kueue.x-k8s.io/queue-name)"
-        )
+    """Kueue counts only for the kinds it admits as one Workload (KUEUE_INTEGRATIONS, kueue_gap)."""
+    message = ungang(ctx)
+    if message is not None:
+        yield Finding(message)
 
 
 def _tolerates(own: dict, other: dict) -> bool:

@@ -103,9 +103,14 @@ class NodeShape:
     """Node selector value of `nvidia.com/gpu.product`."""
     gpu_taint_key: str
     scheduler: str | None = "volcano"
-    """Pod schedulerName; `volcano` also turns on podGroupPolicy.volcano. None: default scheduler, no gang."""
+    """The gang scheduler: `volcano` (pods' schedulerName and podGroupPolicy.volcano) or `kueue` (the default
+    scheduler; Kueue admits the TrainJob by its labels). None: default scheduler, no gang."""
     queue: str | None = None
     """Default Volcano queue for TrainJobs naming this runtime."""
+    network_topology: Mapping[str, object] | None = None
+    """Volcano: the PodGroup's networkTopology (components/jobs/topology.py); None: none."""
+    topology_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Kueue: every pod template's Topology Aware Scheduling annotations (components/jobs/topology.py)."""
     priority_class: str | None = None
     topology_key: str | None = None
     """Preferred pod affinity domain (rack, leaf); None: none."""
@@ -215,13 +220,13 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
         }
     spec["affinity"] = affinity
-    if shape.scheduler:
+    if shape.scheduler == "volcano":
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
     if shape.priority_class:
         spec["priorityClassName"] = shape.priority_class
     metadata: dict = {"labels": {ROLE_LABEL: role}}
-    if shape.pod_annotations:
-        metadata["annotations"] = dict(shape.pod_annotations)
+    if annotations := {**shape.pod_annotations, **shape.topology_annotations}:
+        metadata["annotations"] = annotations
     pod = {"metadata": metadata, "spec": spec}
     wire_pod(shape.wiring, pod, [container, *spec.get("initContainers", [])])
     telemetry.wire(spec, [container], shape.nccl_inspector_image, shape.metrics_image)
@@ -435,7 +440,9 @@ def cluster_training_runtime(
             {"name": NODE, "template": _job(_pod(node, trainer_node, NODE), node, TRAINER)}
         ]
     if node.scheduler == "volcano":
-        spec["podGroupPolicy"] = {"volcano": {}}
+        spec["podGroupPolicy"] = {
+            "volcano": {"networkTopology": dict(node.network_topology)} if node.network_topology else {}
+        }
     template_spec["failurePolicy"] = _failure_policy(fatal, node.max_restarts)
     # No ttlSecondsAfterFinished: kubeflow-trainer v2.3.0 creates a failed run's deleted JobSet again (config.py
     # TrainerConfig refuses one), so a finished run keeps its JobSet until its TrainJob is deleted.
