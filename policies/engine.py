@@ -103,6 +103,7 @@ class Context:
     problems: list[str] = field(default_factory=list)  # what the extractor could not read (podspecs.extract)
     known_kind: bool = True
     pairing: Pairing | None = None  # a TrainJob's runtime, and whether its pods are the templates judged
+    kueue_defaulted: frozenset[str] = frozenset()  # namespaces whose unlabelled jobs Kueue queues (RuntimeIndex)
     # rank_env and rank_literals per container, by identity: the extracted containers live as long as the context.
     envs: dict[int, tuple[dict[str, str | None], dict[str, str]]] = field(default_factory=dict)
     _facts: dict[int, Facts] = field(default_factory=dict, init=False, repr=False)
@@ -319,7 +320,8 @@ def evaluate(
     if kind == "TrainJob":
         return _train_job(obj, checks, todo, claims, runtimes, plain)
     found = extract(obj)
-    return _judge(obj, found, todo if found.templates else checks.for_kind(kind, pods=False), claims)
+    queued = frozenset(runtimes.kueue_defaulted) if runtimes is not None else frozenset()
+    return _judge(obj, found, todo if found.templates else checks.for_kind(kind, pods=False), claims, queued=queued)
 
 
 def display_name(md: dict) -> str:
@@ -387,10 +389,17 @@ def _runtime_findings(
 
 
 def _judge(
-    obj: dict, found: Extracted, todo: tuple, claims: dict | None, pairing: Pairing | None = None
+    obj: dict,
+    found: Extracted,
+    todo: tuple,
+    claims: dict | None,
+    pairing: Pairing | None = None,
+    queued: frozenset[str] = frozenset(),
 ) -> list[Violation]:
     out = []
-    ctx = Context(obj, found.templates, {}, claims or {}, found.problems, found.known, pairing=pairing)
+    ctx = Context(
+        obj, found.templates, {}, claims or {}, found.problems, found.known, pairing=pairing, kueue_defaulted=queued
+    )
     for rule, cfg, adv in todo:
         if rule.pods and not found.templates:
             continue

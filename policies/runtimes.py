@@ -72,7 +72,17 @@ class RuntimeIndex:
     def __init__(self, objects: Iterable[Any] = ()) -> None:
         self.runtimes: dict[RuntimeRef, dict] = {}
         self.memo: dict[Any, Any] = {}
+        # Namespaces with a Kueue LocalQueue `default`: Kueue's webhooks label every unlabelled TrainJob there with
+        # it (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobframework/defaults.go defaultLocalQueueApplies).
+        self.kueue_defaulted: set[str] = set()
         for obj in objects:
+            if (
+                isinstance(obj, dict)
+                and obj.get("kind") == "LocalQueue"
+                and _d(obj.get("metadata")).get("name") == "default"
+            ):
+                if str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+                    self.kueue_defaulted.add(_namespace(obj))
             if not isinstance(obj, dict) or obj.get("kind") not in RUNTIME_KINDS:
                 continue
             name = _d(obj.get("metadata")).get("name")

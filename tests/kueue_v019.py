@@ -5,7 +5,7 @@ kubernetes-sigs/kueue@v0.19.2 (commit 8eab68778fc1; K: below) with the chart's d
 sharing off (classical preemption), feature gates at their defaults. If upstream changes, these and
 tests/test_kueue_rules.py move together, on purpose.
 
-What is left out, on purpose (each would need more than one resource or flavor to show):
+What is left out, on purpose:
 - one resource (nvidia.com/gpu by default) in one flavor per ClusterQueue: no flavor fungibility, no
   resource groups with several flavors, no cpu/memory (K: a CQ must still cover every resource a pod requests
   under the default BlockUndeclared quota check, flavorassigner.go findFlavorForPodSets);

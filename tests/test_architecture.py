@@ -74,9 +74,11 @@ def within(modules: set[str], *prefixes: str) -> set[str]:
         ("fabric.addressing", {"fabric.kinds"}),
         # Models know no builders: the schema reads the tables and nothing built from it.
         ("model.base", {"k8s_syntax"}),
-        ("model.config", {"model.base", "fabric.kinds", "fabric.nccl", "fabric.addressing", "k8s_syntax", "versions"}),
+        ("model.config", {"model.base", "model.topology", "fabric.kinds", "fabric.nccl", "fabric.addressing", "k8s_syntax", "versions"}),
+        # The topology's levels and placement: shared by the platform's and a job's config, reading nothing else.
+        ("model.topology", {"model.base"}),
         # A job is described without a cluster: judging it against one is the job side's (jobs.checks).
-        ("model.job", {"model.base", "fabric.nccl", "k8s_syntax"}),
+        ("model.job", {"model.base", "model.topology", "fabric.nccl", "k8s_syntax"}),
         # What stack.py runs on every job: the checks know no builder, so loading a stack builds nothing.
         ("jobs.checks", {"jobs.launchers", "jobs.sizing", "fabric.nccl", "fabric.wiring", "model.base", "model.config", "model.job", "model.profile"}),
         ("jobs.launchers", set()),  # which launcher a command starts: words only

@@ -65,6 +65,19 @@ BAD = [
     ("dev", "checkpoints.nfs.rdma", True, ["checkpoints.nfs.rdma", "'tcp'", "false"]),
     ("dev", "components.networkOperator", True, ["components.networkOperator", "'tcp'"]),
     ("dev", "cluster", "Dev_Cluster", ["fastpath:platform.cluster", "pattern"]),
+    # Kueue: what it cannot do is refused with the reason (components/model/config.py PlatformConfig._kueue).
+    ("prod-kueue", "scheduler.queues[1].name", "default", ["'default'", "LocalQueue `default`", "something else"]),
+    ("prod-kueue", "components", {"volcano": True}, ["components.volcano", "two gang schedulers"]),
+    # One topology: the host is implied, keys and names unique, domains no larger inward, placement a level.
+    ("prod-kueue", "nodes.topology.levels[1].nodeLabel", "kubernetes.io/hostname", ["levels[1].nodeLabel", "always the last and implied"]),
+    ("prod-kueue", "nodes.topology.levels[1].name", "block", ["repeat the name ['block']"]),
+    ("prod-kueue", "nodes.topology.levels[1].nodeLabel", "fabric.topograph.run/tier-1", ["repeat the nodeLabel ['fabric.topograph.run/tier-1']"]),
+    ("prod-kueue", "nodes.topology.levels[1].nodes", 32, ["must not grow inward"]),
+    ("prod-kueue", "nodes.topology.levels[0].nodes", 64, ["levels[0].nodes 64", "nodes.count 32"]),
+    ("prod-kueue", "nodes.topology.placement.level", "rack", ["placement.level 'rack'", "['block', 'leaf']"]),
+    ("prod-kueue", "nodes.topology.source", "declared", ["nodes.topology.provider configures Topograph"]),
+    ("prod-kueue", "nodes.topology.provider", "netq", ["netq", "endpoint and credentialsSecret"]),
+    ("prod-kueue", "nodes.topologyKey", "example.com/rack", ["topologyKey and nodes.topology", "remove topologyKey"]),
 ]
 
 

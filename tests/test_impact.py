@@ -116,6 +116,22 @@ EDITS = [
         "reclaimable True -> False",
         ["volcano-reclaim"],
     ),
+    # Kueue: a queue whose guarantee shrinks below what it runs is reclaimed from, whole gangs.
+    ("kueue-quota", "prod-kueue", {"scheduler.queues": lambda q: [{**q[0], "weight": 1}, *q[1:]]}, None, {"scheduler.quota": "disruptive"}, "disruptive", "production nominal 160 -> 64", ["kueue-reclaim"]),
+    # The topology: new levels are new Kueue objects and, with Topograph, relabelled nodes; on Volcano, new HyperNodes.
+    (
+        "topology-keys",
+        "prod-kueue",
+        {"nodes.topology": lambda t: {**t, "levels": [t["levels"][0], {**t["levels"][1], "nodeLabel": "fabric.example.com/leaf"}]}},
+        None,
+        {"topology": "rolling"},
+        "rolling",
+        "Topograph removes the level labels it no longer writes",
+        ["kueue-topology", "topograph-labels"],
+    ),
+    ("topology-volcano", "prod-v2", {"nodes.topology": lambda t: {**t, "placement": {"level": "leaf", "mode": "required"}}}, None, {"topology": "rolling"}, "rolling", "HyperNodes", ["volcano-hypernodes"]),
+    # Another gang scheduler: each keeps its own books.
+    ("scheduler-switch", "prod-v2", {"scheduler.name": "kueue"}, None, {"scheduler.name": "destructive"}, "destructive", "drain the queues first", ["job-replace"]),
     ("job-image", "prod-ib", None, job_edit(0, image="nvcr.io/nvidia/pytorch:25.11-py3"), {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "16-node gang is killed", ["job-replace"]),
     ("job-removed", "prod-ib", None, lambda j: j[1:], {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "is deleted", ["job-replace"]),
     ("job-added", "prod-ib", None, lambda j: [*j, {**j[1], "name": "resnet-2"}], {"jobs.training/resnet-2": "no-op"}, "no-op", "queues for 4 nodes", ["job-replace"]),

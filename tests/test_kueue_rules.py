@@ -431,6 +431,10 @@ PLACE_SMALL = [
     ("unconstrained", 3, 8, {}, {"a": 1, "b": 1, "c": 1}),
     ("unconstrained-one", 1, 8, {}, {"b": 1}),
     ("required-host", 3, 8, {"required": HOST}, None),
+    ("required-leaf", 3, 8, {"required": LEAF}, {"a": 2, "b": 1}),
+    # Below the slice level the children have no slice count, so they are taken least free first: the 3-pod slice
+    # of the leaf lands on 3 nodes where 2 would do.
+    ("below-the-slice-level", 3, 8, {"required": LEAF, "slice_level": LEAF, "slice_size": 3}, {"a": 1, "b": 1, "c": 1}),
 ]
 
 
@@ -462,6 +466,8 @@ RACKS = [
     upstream_node("b1", "r3", "x2", 1),
     upstream_node("b1", "r3", "x4", 1),
 ]
+SLICED = [upstream_node("b1", "r1", h, 1) for h in ("x3", "x5")] + [upstream_node("b1", "r2", h, 1) for h in ("x1", "x6", "x2")]
+SLICED += [upstream_node("b2", "r1", h, 1) for h in ("x4", "x7")]
 TWO_LEVELS = {"metadata": {"name": "fabric"}, "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": LEAF}]}}
 NO_POOL = {"metadata": {"name": "gpu"}, "spec": {"topologyName": "fabric"}}
 # Cases of Kueue's own TestFindTopologyAssignments (kubernetes-sigs/kueue@v0.19.2:pkg/cache/scheduler/
@@ -472,6 +478,9 @@ UPSTREAM_TAS = [
     ("rack preferred; but only multiple blocks can accommodate the workload; BestFit", UPSTREAM_NODES, TWO_LEVELS, 6, {"preferred": LEAF}, {"b1r1": 1, "b1r2": 3, "b2r2": 2}),
     ("block preferred; but the workload cannot be accommodate in entire topology; BestFit", UPSTREAM_NODES, TWO_LEVELS, 10, {"preferred": BLOCK}, None),
     ("minimize the number of used racks before optimizing the number of nodes; BestFit", RACKS, TOPOLOGY_OBJ, 4, {"required": BLOCK}, {"x1": 1, "x2": 1, "x4": 1, "x6": 1}),
+    ("block required for podset; rack required for slices; BestFit", SLICED, TOPOLOGY_OBJ, 4, {"required": BLOCK, "slice_level": LEAF, "slice_size": 2}, {"x3": 1, "x5": 1, "x1": 1, "x2": 1}),
+    # Blocks of equal slice count: the one with fewer pods first (b2), racks likewise; hosts under a rack by name.
+    ("block preferred for podset; rack required for slices; BestFit", UPSTREAM_NODES, TOPOLOGY_OBJ, 4, {"preferred": BLOCK, "slice_level": LEAF, "slice_size": 2}, {"x1": 1, "x5": 1, "x4": 2}),
     # The blocks' shares (9 and 3) are not kept: the hosts are pooled and x6 takes 6.
     (
         "block preferred for podset; host required for slices; 2 blocks with unbalanced subdomains; BestFit",

@@ -18,6 +18,8 @@ VALUES_FILES = {
     "csi-driver-nfs": "csi-driver-nfs.values.yaml",
     "kubeflow-trainer": "kubeflow-trainer.values.yaml",
     "nvsentinel": "nvsentinel.values.yaml",
+    "kueue": "kueue.values.yaml",
+    "topograph": "topograph.values.yaml",
 }
 # NVSentinel's sub-charts whose values files are locked: the umbrella passes `<sub-chart>:` through to them.
 NVSENTINEL_SUBCHARTS = ("fault-quarantine", "node-drainer", "nic-health-monitor")
@@ -44,6 +46,21 @@ def leaf_paths(d, prefix=()):
 
 # Keys a chart's templates read that its values.yaml documents only in a comment.
 TEMPLATE_ONLY_KEYS = {
+    # volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/controllers.yaml renders the controller
+    # config map from it with toYaml (values.yaml has it empty): its keys are the controller's (tests/
+    # volcano_topology_v115.py label_levels reads the label discovery this sets).
+    ("volcano", ("custom", "controller_config_override")),
+    # NVIDIA/topograph@v1.0.0:charts/topograph/templates/nodeObserver/configmap.yml passes provider, engine and the
+    # trigger through toYaml whole (engine.params and provider.params are the provider's and engine's own, documented
+    # in docs/engines/k8s.md and docs/providers/*.md); templates/configmap.yml reads config.credentialsSecret, which
+    # values.yaml shows commented out; the broker's security contexts are a container's and pod's, through toYaml
+    # (values.k8s.ib-example.yaml sets the same keys).
+    ("topograph", ("engine", "params")),
+    ("topograph", ("provider", "params")),
+    ("topograph", ("nodeObserver", "topograph", "trigger")),
+    ("topograph", ("config", "credentialsSecret")),
+    ("topograph", ("nodeDataBroker", "securityContext")),
+    ("topograph", ("nodeDataBroker", "podSecurityContext")),
     # volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/scheduler.yaml reads it; values.yaml shows
     # it commented out under `custom:`.
     ("volcano", ("custom", "scheduler_config_override")),
@@ -143,6 +160,12 @@ def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
         ("nvsentinel", ("global", "dcgm", "service", "port")),
         ("nvsentinel", ("fault-quarantine", "circuitBreaker", "enabled")),
         ("nvsentinel", ("fault-quarantine", "circuitBreaker", "duration")),
+        # components/platform/topology.py: the image pinned with its tag for the inventory and mirrors, the engine
+        # named beside its params, and the broker's security contexts given whole (NVIDIA/topograph@v1.0.0:
+        # docs/engines/k8s.md: a partial override is refused at admission).
+        ("topograph", ("image", "repository")),
+        ("topograph", ("engine", "name")),
+        ("topograph", ("nodeDataBroker", "podSecurityContext", "seccompProfile", "type")),
     }
     for pkg in rendered(stack).packages:
         if pkg["kind"] != "helm":

@@ -311,7 +311,8 @@ def test_runtimes_are_one_per_framework_and_tier(rendered):
         # No queue on the runtime: each namespace's annotation puts a TrainJob's gang in its queue (test_volcano.py).
         assert "metadata" not in o["spec"]["template"]
         assert o["metadata"]["annotations"] == {"fastpath.dev/namespaces": "training,research"}
-        assert o["spec"]["podGroupPolicy"] == {"volcano": {}}
+        # One Volcano gang per TrainJob, kept inside one leaf when one has room (nodes.topology: preferred, tier 1).
+        assert o["spec"]["podGroupPolicy"] == {"volcano": {"networkTopology": {"mode": "soft", "highestTierAllowed": 1}}}
         assert o["metadata"]["labels"]["trainer.kubeflow.org/framework"] in ("torch", "mpi", "plain")
         # Validation on: a runtime without a `node` container is refused by the webhook, not at the first run.
         assert "trainer.kubeflow.org/webhook-validation" not in o["metadata"]["labels"]

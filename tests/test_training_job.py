@@ -311,7 +311,7 @@ def test_bad_job_is_refused_with_key_and_fix(change, needle):
 def test_queue_refused_when_volcano_disabled():
     p = stack_platform("prod-ib")
     p["components"] = {"volcano": False}
-    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.queue: queue 'research' asked but Volcano is disabled"):
+    with pytest.raises(config.ConfigError, match=r"jobs\[0\]\.queue: queue 'research' asked but the cluster has no gang scheduler"):
         stack.parse({"platform": p, "jobs": [{**GOOD, "queue": "research"}]}, "s")
 
 

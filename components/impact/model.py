@@ -604,8 +604,8 @@ def _kueue(c: Ctx) -> Iterator[Change]:
     if old is None or new is None or old == new:
         return
     added, removed, changed = _diff(old, new)
-    shrunk = [q for q in changed if (new[q].get("nominal") or 0) < (old[q].get("nominal") or 0)]
-    what = [f"{q} nominal {old[q].get('nominal')} -> {new[q].get('nominal')}" for q in changed if q in shrunk]
+    shrunk = [q for q in changed if (new[q].get("nominalQuota") or 0) < (old[q].get("nominalQuota") or 0)]
+    what = [f"{q} nominal {old[q].get('nominalQuota')} -> {new[q].get('nominalQuota')}" for q in changed if q in shrunk]
     what += [f"{q} limits changed" for q in changed if q not in shrunk]
     what += [f"{q} added" for q in added] + [f"{q} removed" for q in removed]
     victims = set(shrunk) | set(removed)

@@ -200,7 +200,8 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
     facets["scheduler"] = p.scheduler.name if p.volcano_enabled or p.kueue_enabled else None
     if (t := p.nodes.topology) is not None:
         facets["topology"] = {
-            "source": t.provider if t.source == "topograph" else "declared",
+            "source": t.source,
+            "provider": t.provider,
             "keys": t.keys(),
             "placement": t.default_placement.model_dump(),
         }

@@ -121,7 +121,7 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
                 }
             },
             "replicas": 2,
-            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            "podDisruptionBudget": {"enabled": True},  # minAvailable 1 by default
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(platform), sort_keys=False)},
     }

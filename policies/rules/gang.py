@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from components.jobs.runtime_v2.build import SERVED_NAMESPACES
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
 from policies.pods import dict_or_empty, int_or_none, pod_annotations
 from policies.podspecs import PodTemplate, is_volcano_job, total_replicas
@@ -122,9 +123,23 @@ def kueue_gap(obj: dict) -> str | None:
 KAI_SCHEDULER = "kai-scheduler"
 
 
-def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = None) -> str | None:
+def _served_namespaces(runtime: dict) -> set[str] | None:
+    """Where TrainJobs naming this runtime run: a TrainingRuntime's own namespace, or the namespaces a
+    ClusterTrainingRuntime states it serves (fastpath.dev/namespaces); None when it does not say."""
+    md = dict_or_empty(runtime.get("metadata"))
+    if runtime.get("kind") == "TrainingRuntime":
+        return {str(md.get("namespace") or "default")}
+    served = dict_or_empty(md.get("annotations")).get(SERVED_NAMESPACES)
+    return {n.strip() for n in served.split(",") if n.strip()} if isinstance(served, str) else None
+
+
+def _gang_covered(
+    obj: dict, tpls: list[PodTemplate], runtime: dict | None = None, queued: frozenset[str] = frozenset()
+) -> str | None:
     """Why the workload is gang-scheduled, or None. A TrainJob's PodGroup is its runtime's podGroupPolicy
-    (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go), when the runtime was seen."""
+    (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go), when the runtime was seen. A
+    runtime with none is still gang-admitted when every namespace it serves has Kueue's LocalQueue `default`
+    (`queued`): Kueue labels each TrainJob there and admits it whole."""
     total = total_replicas(tpls)
     spec = dict_or_empty(obj.get("spec"))
     labels = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
@@ -156,6 +171,9 @@ def _gang_covered(obj: dict, tpls: list[PodTemplate], runtime: dict | None = Non
         )
         if pgp.get("volcano") is not None or pgp.get("coscheduling") is not None:
             return "podGroupPolicy"
+        served = _served_namespaces(obj) if obj.get("kind") != "TrainJob" else None
+        if served and served <= queued:
+            return "kueue"
         return "kai" if {str(t.template["spec"].get("schedulerName")) for t in tpls} == {KAI_SCHEDULER} else None
     sched = dict_or_empty(dict_or_empty(spec.get("runPolicy")).get("schedulingPolicy"))
     if sched:
@@ -179,7 +197,10 @@ def ungang(ctx: Context) -> str | None:
         return None
     if not ctx.gpu_containers:
         return None
-    if _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None) is not None:
+    if (
+        _gang_covered(obj, tpls, ctx.pairing.runtime if ctx.pairing is not None else None, ctx.kueue_defaulted)
+        is not None
+    ):
         return None
     labels = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
     gap = kueue_gap(obj) if KUEUE_QUEUE_LABEL in labels else None

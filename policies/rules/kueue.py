@@ -1,9 +1,8 @@
-"""Kueue: topology requests its webhook accepts, one gang scheduler per job, and labels that reach a queue.
+"""Kueue: topology requests its webhook accepts, one gang scheduler per job, and labels that reach a queue."""
 
-What Kueue v0.19.2 does with a job's labels and its pod templates' annotations, restated from
-kubernetes-sigs/kueue@v0.19.2 (no manifest shows Kueue's config: an integration is taken as enabled, the
-TopologyAwareScheduling gate as on, its default at this tag).
-"""
+# What Kueue v0.19.2 does with a job's labels and its pod templates' annotations, restated from
+# kubernetes-sigs/kueue@v0.19.2. No manifest shows Kueue's config: an integration is taken as enabled, and the
+# TopologyAwareScheduling gate as on (beta and on by default at this tag, pkg/features/kube_features.go).
 
 from __future__ import annotations
 
@@ -246,7 +245,7 @@ def _group_problems(obj: dict, tpls: list[PodTemplate], counts: dict[str, int | 
             continue
         sizes = [counts.get(t.path) for t in members]
         if None not in sizes and 1 not in sizes:
-            out.append(f"{GROUP} {name!r} joins podsets of {sizes[0]} and {sizes[1]} pods: one of the two must be 1 pod")
+            out.append(f"{GROUP} {name!r} joins podsets of {sizes[0]} and {sizes[1]} pods: one must be a single pod")
         asks = [tuple(_text(pod_annotations(t).get(k, "")) for k in (REQUIRED, PREFERRED)) for t in members]
         if asks[0] != asks[1] or asks[0] == ("", ""):
             out.append(f"{GROUP} {name!r}: both podsets must name the same {REQUIRED} or {PREFERRED}")
@@ -309,7 +308,8 @@ def _volcano(ctx: Context) -> list[str]:
     roles = [t.role for t in ctx.templates if t.template["spec"].get("schedulerName") == "volcano"]
     if roles:
         out.append(f"schedulerName volcano ({', '.join(roles)})")
-    if obj.get("kind") in REPLICA_SPECS and isinstance(dict_or_empty(spec.get("runPolicy")).get("schedulingPolicy"), dict):
+    policy = dict_or_empty(spec.get("runPolicy")).get("schedulingPolicy")
+    if obj.get("kind") in REPLICA_SPECS and isinstance(policy, dict):
         out.append("runPolicy.schedulingPolicy")
     runtime = ctx.pairing.runtime if ctx.pairing is not None else None
     if obj.get("kind") == "TrainJob" and runtime is not None:
@@ -363,7 +363,7 @@ def kueue_volcano_gang(ctx: Context) -> Iterator[Finding]:
     calSchedulingGated); the two admissions and preemptions are the trouble."""
     obj = ctx.obj
     labels = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
-    if KUEUE_QUEUE_LABEL not in labels or not kueue_integrated(obj):
+    if not ctx.templates or KUEUE_QUEUE_LABEL not in labels or not kueue_integrated(obj):
         return
     asks = _volcano(ctx)
     if not asks:
@@ -410,13 +410,20 @@ def kueue_queue_label(ctx: Context) -> Iterator[Finding]:
     pkg/controller/jobframework/reconciler.go ExtractPriority reads the priority label of a job Kueue manages, and
     defaults.go ApplyDefaultLocalQueue adds the queue label only when a LocalQueue named `default` exists."""
     obj = ctx.obj
+    if not ctx.templates:
+        return  # no workload: nothing for Kueue to queue
     labels = _job_labels(obj)
     own = dict_or_empty(dict_or_empty(obj.get("metadata")).get("labels"))
     if KUEUE_PRIORITY_LABEL in labels and KUEUE_QUEUE_LABEL not in labels:
+        fix = (
+            f"add {KUEUE_QUEUE_LABEL}"
+            if obj.get("kind") == "CronJob" or kueue_integrated(obj)
+            else f"and Kueue v0.19.2 has no integration for {obj.get('apiVersion') or ''} {obj.get('kind')} at all"
+        )
         yield Finding(
             f"{KUEUE_PRIORITY_LABEL}: {labels[KUEUE_PRIORITY_LABEL]} without {KUEUE_QUEUE_LABEL}: Kueue manages "
             "only jobs with a queue (manageJobsWithoutQueueName defaults to false), so the priority class does "
-            f"nothing unless the namespace has a LocalQueue named default; add {KUEUE_QUEUE_LABEL}"
+            f"nothing unless the namespace has a LocalQueue named default; {fix}"
         )
     if obj.get("kind") == "CronJob" and KUEUE_QUEUE_LABEL in own and KUEUE_QUEUE_LABEL not in labels:
         yield Finding(
