@@ -117,7 +117,16 @@ EDITS = [
         ["volcano-reclaim"],
     ),
     # Kueue: a queue whose guarantee shrinks below what it runs is reclaimed from, whole gangs.
-    ("kueue-quota", "prod-kueue", {"scheduler.queues": lambda q: [{**q[0], "weight": 1}, *q[1:]]}, None, {"scheduler.quota": "disruptive"}, "disruptive", "production nominal 160 -> 64", ["kueue-reclaim"]),
+    (
+        "kueue-quota",
+        "prod-kueue",
+        {"scheduler.queues": lambda q: [{**q[0], "weight": 1}, *q[1:]]},
+        None,
+        {"scheduler.quota": "disruptive"},
+        "disruptive",
+        "production nominal 160 -> 64",
+        ["kueue-reclaim"],
+    ),
     # The topology: new levels are new Kueue objects and, with Topograph, relabelled nodes; on Volcano, new HyperNodes.
     (
         "topology-keys",
@@ -129,7 +138,16 @@ EDITS = [
         "Topograph removes the level labels it no longer writes",
         ["kueue-topology", "topograph-labels"],
     ),
-    ("topology-volcano", "prod-v2", {"nodes.topology": lambda t: {**t, "placement": {"level": "leaf", "mode": "required"}}}, None, {"topology": "rolling"}, "rolling", "HyperNodes", ["volcano-hypernodes"]),
+    (
+        "topology-volcano",
+        "prod-v2",
+        {"nodes.topology": lambda t: {**t, "placement": {"level": "leaf", "mode": "required"}}},
+        None,
+        {"topology": "rolling"},
+        "rolling",
+        "HyperNodes",
+        ["volcano-hypernodes"],
+    ),
     # Another gang scheduler: each keeps its own books.
     ("scheduler-switch", "prod-v2", {"scheduler.name": "kueue"}, None, {"scheduler.name": "destructive"}, "destructive", "drain the queues first", ["job-replace"]),
     ("job-image", "prod-ib", None, job_edit(0, image="nvcr.io/nvidia/pytorch:25.11-py3"), {"jobs.training/llama-pretrain": "disruptive"}, "disruptive", "16-node gang is killed", ["job-replace"]),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-import yaml
 
 from components.jobs import topology as job_topology
 from components.platform import kueue
@@ -89,9 +88,7 @@ def test_the_manager_config_enables_the_integrations_fastpath_uses_and_only_coun
     assert {"kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"} <= frameworks
     assert not frameworks & {"batch/job", "pod", "deployment", "statefulset", "kubeflow.org/mpijob"}
     covered = {r for cq in kinds(objs, "ClusterQueue") for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]}
-    requested = {
-        r for job in jobs(objs) if job["kind"] == "PyTorchJob" for c in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] for r in c["resources"]["requests"]
-    }
+    requested = {r for job in jobs(objs) if job["kind"] == "PyTorchJob" for c in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] for r in c["resources"]["requests"]}
     assert requested - covered and conf["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
     assert conf["waitForPodsReady"]["requeuingStrategy"]["backoffLimitCount"] == kueue.REQUEUES
 
@@ -130,7 +127,12 @@ def test_the_rendered_quotas_are_the_weight_shares_in_whole_nodes(objs):
 CASES = [
     # Tiers within a queue, on a full cluster (research holds its 12 nodes): critical evicts the lowest tier first,
     # whole, the fewest that make room; a tier evicts nothing of its own tier or above.
-    ([("a", "production", 12, "training-standard"), ("b", "production", 8, "training-preemptible"), ("r", "research", 12, "training-standard")], ("p", "production", 8, "training-critical"), "preempt", ("b",)),
+    (
+        [("a", "production", 12, "training-standard"), ("b", "production", 8, "training-preemptible"), ("r", "research", 12, "training-standard")],
+        ("p", "production", 8, "training-critical"),
+        "preempt",
+        ("b",),
+    ),
     ([("a", "production", 20, "training-standard"), ("r", "research", 12, "training-standard")], ("p", "production", 4, "training-critical"), "preempt", ("a",)),
     ([("a", "production", 20, "training-standard"), ("r", "research", 12, "training-standard")], ("p", "production", 4, "training-standard"), "wait", ()),
     ([("a", "production", 20, "training-preemptible"), ("r", "research", 12, "training-standard")], ("p", "production", 4, "training-preemptible"), "wait", ()),

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.jobs import checks
+from components.jobs import checks, trainjob
 from components.jobs import topology as job_topology
-from components.jobs import trainjob
 from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile
@@ -195,9 +194,7 @@ def test_topograph_runs_its_broker_privileged_only_for_infiniband():
     assert ib["provider"] == {"name": "infiniband-k8s"}
     assert ib["nodeDataBroker"]["securityContext"]["privileged"] is True
     assert ib["nodeDataBroker"]["securityContext"]["allowPrivilegeEscalation"] is True  # a partial override is refused
-    netq = topology.topograph_values(
-        platform("kueue", nodes__topology__provider="netq", nodes__topology__endpoint="https://netq.example.com", nodes__topology__credentialsSecret="netq")
-    )
+    netq = topology.topograph_values(platform("kueue", nodes__topology__provider="netq", nodes__topology__endpoint="https://netq.example.com", nodes__topology__credentialsSecret="netq"))
     assert netq["provider"] == {"name": "netq", "params": {"apiUrl": "https://netq.example.com"}}
     assert netq["nodeDataBroker"] == {"enabled": False} and netq["config"] == {"credentialsSecret": "netq"}
 

@@ -180,8 +180,9 @@ SCOPE = [
     "- Host-network pods of a GPU workload, diagnostic pods included, need ClusterFirstWithHostNet "
     "(`hostnetwork-dns`): a pod that resolves no cluster name can say so with dnsPolicy Default.",
     "- Gang schedulers recognised: Volcano (its Job's minAvailable 0 is every task's replicas, the webhook's default), "
-    "Kueue (queue label, an AppWrapper's for what it wraps), the KAI Scheduler (schedulerName), a TrainJob runtime's "
-    "podGroupPolicy.",
+    "Kueue (the queue label, on a kind Kueue v0.19.2 admits whole: not the Training Operator's MPIJob v1, nor a "
+    "runtime; an AppWrapper's for what it wraps; a runtime without a PodGroup when every namespace it serves has "
+    "Kueue's LocalQueue `default`), the KAI Scheduler (schedulerName), a TrainJob runtime's podGroupPolicy.",
     "",
 ]
 
