@@ -127,14 +127,17 @@ EDITS = [
         "production nominal 160 -> 64",
         ["kueue-reclaim"],
     ),
+    # A runtime changed under Kueue stops the TrainJobs that name it (their podsets no longer match the Workload).
+    ("kueue-runtime", "prod-kueue", {"trainer.maxRestarts": 7}, None, {"trainer.runtimes": "disruptive"}, "disruptive", "llama-sft (4 nodes)", ["kueue-runtime"]),
     # The topology: new levels are new Kueue objects and, with Topograph, relabelled nodes; on Volcano, new HyperNodes.
     (
         "topology-keys",
         "prod-kueue",
         {"nodes.topology": lambda t: {**t, "levels": [t["levels"][0], {**t["levels"][1], "nodeLabel": "fabric.example.com/leaf"}]}},
         None,
-        {"topology": "rolling"},
-        "rolling",
+        # ...and the runtimes' annotations name the new key: under Kueue that stops the TrainJobs naming them.
+        {"topology": "rolling", "trainer.runtimes": "disruptive"},
+        "disruptive",
         "Topograph removes the level labels it no longer writes",
         ["kueue-topology", "topograph-labels"],
     ),

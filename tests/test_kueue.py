@@ -90,7 +90,24 @@ def test_the_manager_config_enables_the_integrations_fastpath_uses_and_only_coun
     covered = {r for cq in kinds(objs, "ClusterQueue") for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]}
     requested = {r for job in jobs(objs) if job["kind"] == "PyTorchJob" for c in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] for r in c["resources"]["requests"]}
     assert requested - covered and conf["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
-    assert conf["waitForPodsReady"]["requeuingStrategy"]["backoffLimitCount"] == kueue.REQUEUES
+    # Requeued without limit: the count never resets in a Workload's life, so a limit would one day deactivate a
+    # week-long run for its lost nodes (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout).
+    assert "backoffLimitCount" not in conf["waitForPodsReady"]["requeuingStrategy"]
+    # Kueue's job webhooks fail closed wherever this selects: the training namespaces only, so no other install's Job
+    # (cert-manager's, NVSentinel's) waits on Kueue (charts/kueue/templates/webhook/manifests.yaml).
+    assert conf["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["research", "training"]
+
+
+def test_a_kueue_stack_renders_nothing_of_volcano(objs):
+    """No Volcano Queue, PodGroup or scheduler name: Volcano is not installed, so its kinds would be refused."""
+    assert not [o["kind"] for o in objs if "volcano.sh" in o["apiVersion"]]
+    assert "volcano" not in {p["name"] for p in _rendered_packages()}
+
+
+def _rendered_packages():
+    from tests.conftest import _rendered
+
+    return _rendered(STACK).packages
 
 
 def _platform():

@@ -85,6 +85,11 @@ UPSTREAM = {
         "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/topology_types.go (levels immutable); "
         "pkg/controller/tas/topology_ungater.go (nodeSelectors set once, at admission)"
     ),
+    # TrainJob podsets are rebuilt from the live runtime on every reconcile and compared with the Workload's.
+    "kueue-runtime": (
+        "kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/trainjob/trainjob_controller.go (getChildJobSet, PodSets); "
+        "pkg/controller/jobframework/reconciler.go (EquivalentToWorkload, StopReasonNoMatchingWorkload)"
+    ),
     # The label source recreates, updates and deletes its HyperNodes to match the nodes' labels.
     "volcano-hypernodes": (
         "volcano-sh/volcano@v1.15.1:pkg/controllers/hypernode/hypernode_controller.go (reconcileTopology)"
@@ -768,6 +773,23 @@ def _jobs(c: Ctx) -> Iterator[Change]:
 
 def _runtimes(c: Ctx) -> Iterator[Change]:
     added, removed, changed = _diff(c.old.get("runtimes"), c.new.get("runtimes"))
+    if (changed or removed) and c.old.get("scheduler") == "kueue":
+        # Kueue rebuilds a TrainJob's podsets from the live runtime and stops the job when they no longer match its
+        # Workload; the trainer itself would have kept the old snapshot.
+        v2 = [g for g in c.gangs() if g.get("api") == "v2"]
+        yield Change(
+            id="trainer.runtimes",
+            cls="disruptive",
+            what=f"ClusterTrainingRuntimes changed under Kueue: {_names(changed + removed)}",
+            consequence=(
+                "Kueue rebuilds each TrainJob's podsets from its runtime as it is now, finds them no longer equal to "
+                "the admitted Workload's and stops the job (suspended, requeued from its checkpoint); "
+                f"{gangs_text(v2, 'their runtime changes')}"
+            ),
+            upstream=(UPSTREAM["kueue-runtime"],),
+            keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
+        )
+        return
     if changed or removed:
         yield Change(
             id="trainer.runtimes",

@@ -172,6 +172,7 @@ def _jobs(p: PlatformConfig, jobs: list[JobSpec]) -> tuple[dict[str, Any], dict[
             "name": spec.name,
             "nodes": r.replicas,
             "queue": r.queue,
+            "api": r.api,
             "carriesOn": carries_on,
             "onDrain": outcome,
         }

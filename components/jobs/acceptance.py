@@ -265,7 +265,7 @@ class FabricAcceptance(pulumi.ComponentResource):
         manifest, runs = plan(args.acceptance, args.profile)  # refuse before registering anything
         super().__init__("fastpath:verify:FabricAcceptance", name, None, opts)
         depends_on = k8s.inherited_depends_on(opts)
-        if args.profile.scheduler.name:
+        if args.profile.scheduler.name == "volcano":  # Kueue's is the platform's (components/platform/kueue.py)
             q = queue(args.acceptance, args.profile)
             depends_on = k8s.plus(depends_on, k8s.apply(q, pulumi.ResourceOptions(parent=self, depends_on=depends_on)))
         # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable

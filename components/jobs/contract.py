@@ -6,7 +6,7 @@ it as the output `contract`.
 from __future__ import annotations
 
 from components.fabric import wiring as fabric
-from components.jobs.operator_v1 import CLEAN_POD_POLICY, V1_KINDS, join_timeout, rdzv_host
+from components.jobs.operator_v1 import CLEAN_POD_POLICY, V1_KINDS, join_timeout, rdzv_host, store_idle_seconds
 from components.jobs.resolve import Resolved
 from components.jobs.runtime_v2 import build, controller, judge
 from components.jobs.trainjob import job_runtime, train_job
@@ -45,6 +45,30 @@ def contract(r: Resolved) -> dict:
 
 def fault_summary(r: Resolved) -> str:
     """What a fault does to this job, in one line, for the contract."""
+    return _fault_summary(r) + kueue_faults(r)
+
+
+def kueue_faults(r: Resolved) -> str:
+    """What Kueue adds: an eviction suspends the whole job and requeues it (kubernetes-sigs/kueue@v0.19.2:
+    pkg/controller/jobframework/reconciler.go stopJob); with a required topology a failed node is replaced inside
+    the domain or the job is evicted (pkg/controller/tas/node_controller.go, scheduler.go
+    handleFailedTASReplacement); pods not all ready for recoveryTimeout evict it too (waitForPodsReady)."""
+    if r.scheduler != "kueue":
+        return ""
+    out = "; under Kueue an eviction (preemption, reclaim, pods not ready for its recovery timeout) suspends the "
+    out += "whole job and requeues it, resuming from its checkpoint when readmitted"
+    if r.api == "v1" and r.spec.framework == "pytorch":
+        out += f" (within {store_idle_seconds(r.profile)}s, while its rendezvous store waits; later, resubmit it)"
+    if r.placement is not None and r.placement.mode == "required":
+        out += f"; a failed node is replaced inside its {r.placement.level}, else the job is evicted"
+        topology = r.profile.nodes.topology
+        size = topology.level(r.placement.level).nodes if topology is not None else None
+        if size is not None and size <= r.replicas:
+            out += f" (it fills its {r.placement.level} of {size} nodes: any failed node evicts it)"
+    return out
+
+
+def _fault_summary(r: Resolved) -> str:
     if r.api == "v2":
         return v2_fault_summary(r)
     if r.spec.framework == "pytorch":

@@ -50,10 +50,17 @@ def join_timeout(profile: Profile) -> int:
     return max(RDZV_JOIN_TIMEOUT, profile.lost_node_seconds + OBJECT_MONITOR_RESYNC + REPLACEMENT_SECONDS)
 
 
+# Under Kueue an evicted PyTorchJob (preempted, reclaimed, a failed node not replaced) is suspended and requeued
+# with backoff up to an hour (components/platform/kueue.py BACKOFF_MAX); its store, outside the job, must outlast that.
+KUEUE_REQUEUE_SECONDS = 3600
+
+
 def store_idle_seconds(profile: Profile) -> int:
     """How long the store waits without a keep-alive before it ends (launch.RDZV_STORE): twice the time a
-    replacement agent may take to join, so a run that re-forms is never cut short."""
-    return 2 * join_timeout(profile)
+    replacement agent may take to join, so a run that re-forms is never cut short; on Kueue, plus one requeue
+    backoff, so a job readmitted after its eviction finds it (one queued longer is resubmitted)."""
+    extra = KUEUE_REQUEUE_SECONDS if profile.scheduler.name == "kueue" else 0
+    return 2 * join_timeout(profile) + extra
 
 
 # Failed store pods a store Job tolerates: every eviction or lost node is one; the Job must not give up while the

@@ -62,10 +62,15 @@ FRAMEWORKS = (
     "trainer.kubeflow.org/trainjob",
     "jobset.x-k8s.io/jobset",
 )
-# A gang whose pods are not all ready this long after admission is evicted and requeued with backoff (60 s doubling,
-# at most an hour), and after this many requeues deactivated: its quota goes back to the queue instead of being held
-# by a job that cannot start (apis/config/v1beta2 WaitForPodsReady; pkg/controller/core/workload_controller.go).
-REQUEUES = 5
+# A gang whose pods are not all ready this long after admission (the reaper's start deadline, so a first image pull
+# fits) is evicted and requeued with backoff (60 s doubling, at most BACKOFF_MAX): its quota goes back to the queue
+# instead of being held by a job that cannot start. Requeued without limit: the count never resets in a Workload's
+# life (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout), so a limit would one day deactivate a
+# week-long run for its lost nodes; a job that can never start is the reaper's to fail.
+BACKOFF_MAX = 3600
+# A running gang whose pods stop being all ready (a lost node, a TrainJob's whole-gang restart) is evicted after
+# this long: past the lost-node release and the gang's own restart, which are shorter.
+RECOVERY_MINUTES = 60
 
 
 def manager_config(platform: PlatformConfig) -> dict[str, Any]:
@@ -91,19 +96,23 @@ def manager_config(platform: PlatformConfig) -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        # On by default since v0.19 (30m); stated, with the reaper's start deadline so a first image pull fits.
+        # On by default since v0.19 (30m); stated.
         "waitForPodsReady": {
             "timeout": deadline,
-            "recoveryTimeout": deadline,
+            "recoveryTimeout": f"{max(RECOVERY_MINUTES, platform.reaper.start_deadline_minutes)}m",
             "blockAdmission": False,
-            "requeuingStrategy": {
-                "timestamp": "Eviction",
-                "backoffLimitCount": REQUEUES,
-                "backoffBaseSeconds": 60,
-                "backoffMaxSeconds": 3600,
-            },
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": BACKOFF_MAX},
         },
         "integrations": {"frameworks": list(FRAMEWORKS)},
+        # Kueue's job webhooks fail closed (failurePolicy Fail) in every namespace this selects, batch Jobs included
+        # whatever the integrations (charts/kueue/templates/webhook/manifests.yaml): the training namespaces only,
+        # so no other install's Job waits on Kueue being up. The default LocalQueue applies there alone too
+        # (jobframework/defaults.go ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector).
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(platform.training_namespaces)}
+            ]
+        },
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
     }
 
@@ -122,6 +131,18 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
             },
             "replicas": 2,
             "podDisruptionBudget": {"enabled": True},  # minAvailable 1 by default
+            # On two nodes when there are two (charts/kueue/templates/_helpers.tpl kueue.selectorLabels): one node's
+            # drain never takes both webhooks.
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"}
+                    },
+                }
+            ],
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(platform), sort_keys=False)},
     }

@@ -141,7 +141,7 @@ def topograph_values(platform: PlatformConfig) -> dict[str, Any]:
                 "capabilities": {"drop": []},
             },
             "nodeSelector": gpu_nodes,
-            "tolerations": [k8s.toleration(platform.gpu.taint_key)],
+            "tolerations": k8s.operand_tolerations(platform.gpu.taint_key, platform.health.enabled),
             "volumeMounts": [{"name": "sys-class-volume", "mountPath": "/sys/class"}],
             "volumes": [{"name": "sys-class-volume", "hostPath": {"path": "/sys/class", "type": "Directory"}}],
         }

@@ -58,6 +58,7 @@ COMPONENT = "training-operator"
 DEPLOYMENT = "training-operator"
 CONTAINER = "training-operator"
 GANG_FLAG = "--gang-scheduler-name=volcano"
+KUEUE_SCHEMES = ["--enable-scheme=pytorchjob", "--enable-scheme=tfjob"]
 INIT_TEMPLATE_CONFIGMAP = "training-operator-init-container"
 INIT_TEMPLATE_KEY = "initContainer.yaml"
 INIT_TEMPLATE_DIR = "/etc/config"
@@ -93,6 +94,12 @@ def overlay_url(ref: str) -> str:
 def manager_flags(platform: PlatformConfig) -> list[str]:
     """The flags fastpath adds to the manager container, in order."""
     flags = [GANG_FLAG] if platform.volcano_enabled else []
+    if platform.kueue_enabled:
+        # Only the kinds Kueue admits (its kubeflow.org/pytorchjob and tfjob integrations): an MPIJob v1, XGBoostJob,
+        # PaddleJob or JAXJob would otherwise run outside any quota; without their controllers (and webhooks, which
+        # the overlay still names, so their creation is refused) they cannot (kubeflow/trainer@v1.9.4:
+        # cmd/training-operator.v1/main.go setupControllers, --enable-scheme).
+        flags += KUEUE_SCHEMES
     return [
         *flags,
         f"--pytorch-init-container-image={mirrors.image(versions.PYTORCH_INIT_CONTAINER_IMAGE, platform.mirrors)}",
