@@ -33,6 +33,17 @@ KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.19.2"
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 KUEUE_IMAGE_TAG = f"v{KUEUE_VERSION}"
+# Dynamic Resource Allocation (fabric.attachment dra): kubernetes-sigs/dranet for the rail NICs (its release
+# packaging sets the chart version to the tag without its "v" and the image tag to the tag: Makefile helm-package),
+# and NVIDIA's GPU DRA driver for the GPUs (chart 0.4.1, image tag v<appVersion>: templates/_helpers.tpl).
+DRANET_CHART = "oci://registry.k8s.io/networking/charts/dranet"
+DRANET_VERSION = "1.4.0"
+DRANET_IMAGE_REPOSITORY = "registry.k8s.io/networking/dranet"
+DRANET_IMAGE_TAG = "v1.4.0"
+GPU_DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
+GPU_DRA_VERSION = "0.4.1"
+GPU_DRA_IMAGE_REPOSITORY = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu"
+GPU_DRA_IMAGE_TAG = "v0.4.1"
 # NVIDIA Topograph (nodes.topology.source topograph): fabric discovery into node labels. The chart's image tag
 # defaults to its appVersion v1.0.0 (NVIDIA/topograph@v1.0.0:charts/topograph/Chart.yaml), pinned here.
 TOPOGRAPH_REPO = "https://nvidia.github.io/topograph"

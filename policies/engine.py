@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from components.model.profile import normalize as _normalize
+from policies import dra
 from policies.pods import Facts, containers, dict_or_empty, facts, launcher_exports
 from policies.podspecs import Extracted, PodTemplate, extract
 from policies.runtimes import Pairing, RuntimeIndex, pair
@@ -99,7 +100,9 @@ class Context:
     obj: dict
     templates: list[PodTemplate]
     config: dict
-    claims: dict[tuple[str, str], dict]  # (namespace, name) -> PersistentVolumeClaim among the checked objects
+    # (namespace, name) -> PersistentVolumeClaim among the checked objects, and (kind, namespace, name) -> the DRA
+    # objects (policies/dra.py index): claim_index.
+    claims: dict[tuple[str, ...], dict | None]
     problems: list[str] = field(default_factory=list)  # what the extractor could not read (podspecs.extract)
     known_kind: bool = True
     pairing: Pairing | None = None  # a TrainJob's runtime, and whether its pods are the templates judged
@@ -107,14 +110,42 @@ class Context:
     # rank_env and rank_literals per container, by identity: the extracted containers live as long as the context.
     envs: dict[int, tuple[dict[str, str | None], dict[str, str]]] = field(default_factory=dict)
     _facts: dict[int, Facts] = field(default_factory=dict, init=False, repr=False)
+    _consumed: dict[int, dra.Consumed] = field(default_factory=dict, init=False, repr=False)
 
     def facts(self, c: dict) -> Facts:
-        """A container's GPUs, RDMA resources and literal env (pods.facts), worked out once per container of the
-        object, by identity like `envs`."""
+        """A container's GPUs, RDMA resources and literal env (pods.facts), with the GPUs and RDMA NICs of the DRA
+        claims it consumes (dra.with_claims), worked out once per container of the object, by identity like `envs`."""
         known = self._facts.get(id(c))
         if known is None:
-            known = self._facts[id(c)] = facts(c)
+            known = self._facts[id(c)] = dra.with_claims(facts(c), self.consumed(c))
         return known
+
+    def consumed(self, c: dict) -> dra.Consumed:
+        """What a container of the object's pods gets from the DRA claims it lists (dra.consumed), once per
+        container (a claim none of the objects checked answers is `unresolved`)."""
+        known = self._consumed.get(id(c))
+        if known is None:
+            known = dra.NOTHING
+            if (c.get("resources") or {}).get("claims") and (t := self._pod_of.get(id(c))) is not None:
+                known = dra.consumed(t, c, self.namespace, self.claims)
+            self._consumed[id(c)] = known
+        return known
+
+    @cached_property
+    def _pod_of(self) -> dict[int, PodTemplate]:
+        return {
+            id(c): t
+            for t in self.templates
+            for c in [*containers(t), *(t.template["spec"].get("initContainers") or [])]
+        }
+
+    @cached_property
+    def namespace(self) -> str | None:
+        """Where the object's pods run, for the claims they name: its namespace (`default` when unset), or None for a
+        ClusterTrainingRuntime, whose pods run in each TrainJob's namespace."""
+        if self.obj.get("kind") == "ClusterTrainingRuntime":
+            return None
+        return str(dict_or_empty(self.obj.get("metadata")).get("namespace") or "default")
 
     @cached_property
     def gpu_containers(self) -> list[tuple[PodTemplate, dict]]:
@@ -237,12 +268,18 @@ def exempt(obj: dict, cfg: dict) -> bool:
     return any(labels.get(k) == v for k, v in dict_or_empty(cfg.get("exemptLabels")).items())
 
 
-def claim_index(objects: list[dict]) -> dict[tuple[str, str], dict]:
-    out = {}
+def claim_index(objects: list[dict]) -> dict[tuple[str, ...], dict | None]:
+    """The claims pods name among `objects`: PersistentVolumeClaims under (namespace, name); DRA's
+    ResourceClaimTemplates, ResourceClaims, the DeviceClasses they request and ComputeDomains under (kind, namespace,
+    name) (dra.index)."""
+    out: dict[tuple[str, ...], dict | None] = {}
     for o in objects:
-        if isinstance(o, dict) and o.get("kind") == "PersistentVolumeClaim":
+        kind = o.get("kind") if isinstance(o, dict) else None
+        if kind == "PersistentVolumeClaim":
             md = dict_or_empty(o.get("metadata"))
             out[(str(md.get("namespace") or "default"), str(md.get("name")))] = o
+        elif kind in dra.KINDS:
+            dra.index(o, out)
     return out
 
 

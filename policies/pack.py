@@ -25,6 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from policies import dra
 from policies.engine import ADVISORY, MANDATORY, RULES, Rule, claim_index, evaluate, exempt, normalize, plan
 from policies.runtimes import RUNTIME_KINDS, RuntimeIndex
 
@@ -32,8 +33,9 @@ LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVI
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 # Kinds judged only with the whole stack in view, by the stack policies.
 STACK_KINDS: frozenset[str] = frozenset(kind for r in RULES if r.stack for kind in r.kinds or ())
-# What a stack policy reads besides the kinds it judges: the runtimes TrainJobs name, the claims pods mount.
-PEER_KINDS = frozenset(RUNTIME_KINDS) | {"PersistentVolumeClaim"}
+# What a stack policy reads besides the kinds it judges: the runtimes TrainJobs name, the claims pods mount, and the
+# DRA claims, DeviceClasses and ComputeDomains that say what a pod's resource claims hold (policies/dra.py).
+PEER_KINDS = frozenset(RUNTIME_KINDS) | {"PersistentVolumeClaim"} | frozenset(dra.KINDS)
 
 
 def _object(resource_type: str, props: Mapping[str, Any]) -> dict | None:

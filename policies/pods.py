@@ -94,10 +94,12 @@ class Facts(NamedTuple):
     devices and env. A dozen rules ask, so each container's are worked out once (Context.facts) and shared:
     read-only."""
 
-    unknown_gpus: dict[str, object]  # GPU resources whose count is not a number (`$GPUS`): the rules cannot count them
-    gpus: int  # GPUs requested, counting every GPU resource whose count is a number
-    has_gpus: bool  # asks for GPUs: a positive count, or a count a template fills in later
-    rdma: list[str]  # the RDMA resources it requests
+    # GPU resources whose count is not a number (`$GPUS`), and GPU requests of DRA claims whose count the manifest
+    # does not fix (allocationMode All, firstAvailable: policies/dra.py): the rules cannot count them
+    unknown_gpus: dict[str, object]
+    gpus: int  # GPUs requested, counting every GPU resource whose count is a number, and DRA claims' ExactCounts
+    has_gpus: bool  # asks for GPUs: a positive count, a count a template fills in later, or a DRA claim of GPUs
+    rdma: list[str]  # the RDMA resources it requests, and the DRA claims of RDMA NICs it consumes (dra.nic_label)
     env: dict[str, str]  # literal env values (valueFrom entries are not literals)
     rank_env: dict[str, str | None]  # every env name it sets: its literal value, or None for valueFrom
     literals: dict[str, str]  # rank_env without the valueFrom names

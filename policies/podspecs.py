@@ -99,6 +99,12 @@ NO_PODS = {
     "SriovNetworkNodePolicy",
     "SriovNetworkPoolConfig",
     "SriovOperatorConfig",
+    # Dynamic Resource Allocation (resource.k8s.io) and NVIDIA's ComputeDomain: devices and claims, no pods.
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
+    "ComputeDomain",
 }
 
 

@@ -65,6 +65,10 @@ def stack_input(kind: str, attachment: str | None, **fabric_extra) -> dict:
     p["fabric"] = {**fab, **fabric_extra}
     if attachment is not None and kinds.ATTACHMENTS[attachment].host_network:
         p["fabric"].setdefault("podInterface", "bond0")
+    if attachment is not None and kinds.ATTACHMENTS[attachment].claims:
+        # DRA: resource.k8s.io/v1 (1.34), and no GPU caps on queues (DRA pods request no nvidia.com/gpu).
+        p["kubernetesVersion"] = "1.34"
+        p["scheduler"]["queues"] = [{k: v for k, v in q.items() if k != "gpus"} for q in p["scheduler"]["queues"]]
     if not row.rdma:
         p["gpu"]["gpuDirect"] = "none"
     if not row.rails:

@@ -32,9 +32,9 @@ BAD = [
     ("prod-ib", "fabric.rails[1].subnet", "10.100.0.0/20", ["fabric.rails[0].subnet", "fabric.rails[1].subnet", "overlap"]),
     ("prod-ib", "fabric.rails[1].subnet", "10.100.16.1/20", ["fabric.rails[1].subnet", "host bits"]),
     ("prod-ib", "fabric.rails[5].hca", "mlx5_0", ["fabric.rails[0].hca", "fabric.rails[5].hca", "own HCA"]),
-    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared, hostdevice, hostnetwork or rdma-only"]),
+    ("prod-ib", "fabric.attachment", DELETE, ["fabric.attachment", "sriov, shared, hostdevice, hostnetwork, rdma-only or dra"]),
     # A RoCE GID is an address on the rail's netdev: without a network attachment the pod has none.
-    ("prod-roce", "fabric.attachment", "rdma-only", ["fabric.attachment 'rdma-only'", "roce", "GID", "sriov, shared, hostdevice or hostnetwork"]),
+    ("prod-roce", "fabric.attachment", "rdma-only", ["fabric.attachment 'rdma-only'", "roce", "GID", "sriov, shared, hostdevice, hostnetwork or dra"]),
     # On the host network eth0 is rarely the node's interface: NCCL bootstrap must be told which one.
     ("prod-roce", "fabric.attachment", "hostnetwork", ["'hostnetwork'", "fabric.podInterface", "bond0"]),
     ("prod-ib", "fabric.gidIndex", 3, ["fabric.gidIndex", "roce"]),

@@ -104,6 +104,28 @@ CASES = [
         ("IPC_LOCK",),
         [],
     ),
+    # DRA: no counted resource (the claim holds GPUs and rails). A whole node knows its HCAs (every rail); half a
+    # node learns them at start (components/jobs/dra_hca.sh), so NCCL_IB_HCA is left out of its env.
+    (
+        "ib-dra-whole-node",
+        {"kind": "infiniband", "attachment": "dra", "rails": rails(2)},
+        2,
+        2,
+        {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_3", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {},
+        ("IPC_LOCK",),
+        [],
+    ),
+    (
+        "ib-dra-half-node",
+        {"kind": "infiniband", "attachment": "dra", "rails": rails(2)},
+        1,
+        2,
+        {"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB", **DEFAULT_BOOT},
+        {},
+        ("IPC_LOCK",),
+        [],
+    ),
     (
         "efa-p5",
         {"kind": "efa", "efaDevicesPerNode": 32},

@@ -14,7 +14,7 @@ import typing
 
 import pytest
 
-from components.fabric import kinds
+from components.fabric import dra, kinds
 from components.fabric import wiring as fabric
 from components.jobs import trainjob
 from components.jobs.checks import problems
@@ -51,12 +51,14 @@ def test_network_operator_deploys_what_the_attachment_needs(kind, attachment):
     NicClusterPolicy: Mellanox/network-operator@v26.4.1 api/v1alpha1/nicclusterpolicy_types.go). Kinds without
     rails get no Network Operator."""
     p = platform_with(kind, attachment)
-    assert p.network_operator_enabled == kinds.KINDS[kind].rails
+    # With DRA (dranet publishes the NICs) the operator has only the DOCA driver to run: none with host DOCA-OFED.
+    claims = attachment is not None and kinds.ATTACHMENTS[attachment].claims
+    assert p.network_operator_enabled == (kinds.KINDS[kind].rails and not (claims and p.gpu.host_mofed))
     if attachment is None:
         return
     row = kinds.ATTACHMENTS[attachment]
     spec = network_operator.nic_cluster_policy(p)["spec"]
-    plugin = {"rdma-shared": "rdmaSharedDevicePlugin", "hostdevice": "sriovDevicePlugin", "sriov": None}
+    plugin = {"rdma-shared": "rdmaSharedDevicePlugin", "hostdevice": "sriovDevicePlugin", "sriov": None, "dra": None}
     for name in ("rdmaSharedDevicePlugin", "sriovDevicePlugin"):
         assert (name in spec) == (plugin[row.device_plugin] == name)
     assert ("sriovNetworkOperator" in network_operator.values(p)) == row.sriov_operator
@@ -93,7 +95,8 @@ def test_pod_wiring_per_attachment(kind, attachment):
     assert (fabric.NETWORKS_ANNOTATION in annotations) == secondary
     # Every rail's device, whatever the attachment: that is what /dev/infiniband holds for NCCL; and the node's
     # fabric devices that are not rails, its share of them.
-    rail_devices = {f"{att.resource_prefix}/{att.resource_stem}_rail{i}" for i in range(len(p.fabric.rails))} if att else set()
+    # (DRA: none counted, the pod's claim holds the GPUs and rails.)
+    rail_devices = {f"{att.resource_prefix}/{att.resource_stem}_rail{i}" for i in range(len(p.fabric.rails))} if att and not att.claims else set()
     node_devices = {row.node_resource} if row.node_resource is not None else set()
     assert {k for k in container["resources"]["limits"] if "/" in k and k != "nvidia.com/gpu"} == rail_devices | node_devices
     assert container.get("securityContext", {}).get("capabilities", {}).get("add") == (["IPC_LOCK"] if row.rdma else None)
@@ -181,6 +184,8 @@ def _sentinel(name: str, hint: object, base: object) -> tuple[object, str | None
         strs = [n for n, h in typing.get_type_hints(args[0]).items() if h in (str, str | None)]
         assert isinstance(base, tuple) and base, f"PodWiring.{name}: the base wiring has none to vary"
         return tuple(dataclasses.replace(x, **dict.fromkeys(strs, marker)) for x in base), marker
+    if hint == (dra.FabricClaim | None):
+        return dra.FabricClaim(marker, 8, 8, paired=False), marker
     pytest.fail(f"PodWiring.{name} ({hint}): give it a sentinel in tests/test_kinds.py _sentinel")
 
 
@@ -316,7 +321,7 @@ def test_every_kind_and_attachment_is_one_row():
         assert row.rails == bool(row.attachments)
         # Where GIDs are addresses a pod needs one on the rail: a network of its own or the host's.
         if row.gid_from_address:
-            assert all(kinds.ATTACHMENTS[a].secondary_network or kinds.ATTACHMENTS[a].host_network for a in row.attachments)
+            assert all(kinds.ATTACHMENTS[a].rail_address for a in row.attachments)
 
 
 @pytest.mark.parametrize(("kind", "attachment"), ROWS, ids=IDS)

@@ -20,6 +20,8 @@ VALUES_FILES = {
     "nvsentinel": "nvsentinel.values.yaml",
     "kueue": "kueue.values.yaml",
     "topograph": "topograph.values.yaml",
+    "dranet": "dranet.values.yaml",
+    "dra-driver-nvidia-gpu": "dra-driver-nvidia-gpu.values.yaml",
 }
 # NVSentinel's sub-charts whose values files are locked: the umbrella passes `<sub-chart>:` through to them.
 NVSENTINEL_SUBCHARTS = ("fault-quarantine", "node-drainer", "nic-health-monitor")
@@ -164,6 +166,9 @@ def test_no_helm_value_restates_a_chart_default_unmarked(stack, rendered):
         # named beside its params, and the broker's security contexts given whole (NVIDIA/topograph@v1.0.0:
         # docs/engines/k8s.md: a partial override is refused at admission).
         ("topograph", ("image", "repository")),
+        # components/platform/dra.py: both DRA drivers' images pinned with their tags (inventory, mirrors).
+        ("dranet", ("image", "repository")),
+        ("dra-driver-nvidia-gpu", ("image", "repository")),
         ("topograph", ("engine", "name")),
         ("topograph", ("nodeDataBroker", "podSecurityContext", "seccompProfile", "type")),
     }

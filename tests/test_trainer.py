@@ -218,7 +218,7 @@ def fabric_case(kind: kinds.Kind, attachment: kinds.AttachmentKind | None) -> tu
     resource = kind.node_resource
     networks = False
     if attachment is not None:
-        resource = f"{attachment.resource_prefix}/{attachment.resource_stem}_rail0"
+        resource = None if attachment.claims else f"{attachment.resource_prefix}/{attachment.resource_stem}_rail0"
         networks = attachment.secondary_network
     return f"{kind.name}-{attachment.name}" if attachment else kind.name, fab, resource, networks
 
@@ -239,6 +239,9 @@ def test_fabric_cases_are_the_ones_a_reader_expects():
 def v2_profile(fab: dict):
     p = platform(acceptance={"enabled": False})
     p["fabric"] = fab
+    if "attachment" in fab and kinds.ATTACHMENTS[fab["attachment"]].claims:
+        p["kubernetesVersion"] = "1.34"  # resource.k8s.io/v1, and no GPU caps (DRA pods request no nvidia.com/gpu)
+        p["scheduler"]["queues"] = [{k: v for k, v in q.items() if k != "gpus"} for q in p["scheduler"]["queues"]]
     p["gpu"]["gpuDirect"] = "dmabuf" if kinds.KINDS[fab["kind"]].rdma else "none"
     return prof(p)
 
@@ -265,7 +268,13 @@ def test_runtime_pods_are_whole_nodes_wired_for_the_fabric(fab_id, fab, resource
     (node,) = [c for c in spec["containers"] if c["name"] == "node"]
     limits = node["resources"]["limits"]
     assert node["resources"]["requests"] == limits
-    assert limits["nvidia.com/gpu"] == 8 and limits["memory"] == "1800Gi" and limits["cpu"] == 200
+    assert limits["memory"] == "1800Gi" and limits["cpu"] == 200
+    if "attachment" in fab and kinds.ATTACHMENTS[fab["attachment"]].claims:
+        # The GPUs and rails come from each namespace's whole-node claim template, by name.
+        assert "nvidia.com/gpu" not in limits and node["resources"]["claims"] == [{"name": "fabric"}]
+        assert spec["resourceClaims"] == [{"name": "fabric", "resourceClaimTemplateName": "fastpath-fabric"}]
+    else:
+        assert limits["nvidia.com/gpu"] == 8
     row = kinds.KINDS[fab["kind"]]
     rdma = row.rdma
     if resource:

@@ -72,7 +72,15 @@ def lint_loaded(loaded: Loaded, config: dict | None = None) -> tuple[list[Violat
 
 # Kinds another object's rules read (claim_index, RuntimeIndex): the first pass of lint_paths parses only the
 # documents that name one, a substring test on their text.
-INDEXED = ("PersistentVolumeClaim", "TrainingRuntime", "LocalQueue")
+INDEXED = (
+    "PersistentVolumeClaim",
+    "TrainingRuntime",
+    "LocalQueue",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "DeviceClass",
+    "ComputeDomain",
+)
 
 
 def lint_paths(paths: list[Path], config: dict | None = None) -> tuple[list[Violation], list[Unreadable]]:

@@ -28,7 +28,7 @@ def block_size(attachment: kinds.Attachment | None, vfs_per_pf: int, gpus_per_no
             per_node = gpus_per_node
         case "hostdevice":
             per_node = 1
-        case "hostnetwork" | "rdma-only" | None:  # no secondary network, no IPAM
+        case "hostnetwork" | "rdma-only" | "dra" | None:  # no secondary network, no IPAM (dranet keeps the host's)
             per_node = 0
         case other:
             assert_never(other)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 FabricKind = Literal["infiniband", "roce", "efa", "tcp"]
-Attachment = Literal["sriov", "shared", "hostdevice", "hostnetwork", "rdma-only"]
+Attachment = Literal["sriov", "shared", "hostdevice", "hostnetwork", "rdma-only", "dra"]
 # The NCCL network transport a multi-node job should run on, as tools.ncclcheck names it.
 Transport = Literal["ib", "roce", "efa", "socket"]
-# Who hands a pod a rail's RDMA device.
-DevicePlugin = Literal["sriov", "rdma-shared", "hostdevice"]
+# Who hands a pod a rail's RDMA device: a device plugin, or Dynamic Resource Allocation (dranet, claims).
+DevicePlugin = Literal["sriov", "rdma-shared", "hostdevice", "dra"]
 
 TRANSPORTS: tuple[str, ...] = get_args(Transport)
 
@@ -70,6 +70,17 @@ class AttachmentKind:
     interface_role: str  # what fabric.rails[].interface names on the host
 
     @property
+    def rail_address(self) -> bool:
+        """The pod has an address on the rail: a network of its own, the host's netdev, or (DRA) the rail's netdev
+        moved into it with its addresses."""
+        return self.secondary_network or self.host_network or self.claims
+
+    @property
+    def claims(self) -> bool:
+        """Pods claim their GPUs and rail NICs through Dynamic Resource Allocation (components/fabric/dra.py)."""
+        return self.device_plugin == "dra"
+
+    @property
     def sriov_operator(self) -> bool:
         """The SR-IOV Network Operator creates the rail's VFs and runs their device plugin: its chart is on, its node
         policies drain nodes (fabric.sriovMaxUnavailable), and a rail's PF may be named by PCI address
@@ -83,7 +94,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         transport="ib",
         rdma=True,
         rails=True,
-        attachments=("sriov", "shared", "hostdevice", "hostnetwork", "rdma-only"),
+        attachments=("sriov", "shared", "hostdevice", "hostnetwork", "rdma-only", "dra"),
         nccl_net="IB",
         ib_env=True,
         link_layer="InfiniBand",
@@ -98,7 +109,7 @@ KINDS: Mapping[FabricKind, Kind] = {
         rails=True,
         # rdma-only is not offered: with gid_from_address a pod needs an address on the rail, and rdma-only gives
         # it neither a network attachment nor the host's netdevs.
-        attachments=("sriov", "shared", "hostdevice", "hostnetwork"),
+        attachments=("sriov", "shared", "hostdevice", "hostnetwork", "dra"),
         nccl_net="IB",
         ib_env=True,
         link_layer="Ethernet",
@@ -198,5 +209,19 @@ ATTACHMENTS: Mapping[Attachment, AttachmentKind] = {
         whole_node=None,
         host_hca_names=True,
         interface_role="the rail's netdev (the RDMA shared device plugin's ifNames selector)",
+    ),
+    # Dynamic Resource Allocation (Kubernetes 1.34+): each pod claims its GPUs (NVIDIA's DRA driver) and, for each,
+    # the rail NIC on the same PCIe root (kubernetes-sigs/dranet), which dranet moves into the pod with its
+    # addresses and RDMA devices: no counted resource, no Multus, no VF (components/fabric/dra.py).
+    "dra": AttachmentKind(
+        name="dra",
+        device_plugin="dra",
+        resource_prefix="",
+        resource_stem="",
+        secondary_network=False,
+        host_network=False,
+        whole_node=None,
+        host_hca_names=True,
+        interface_role="the rail's netdev (dranet's dra.net/ifName, which the rail DeviceClass selects)",
     ),
 }

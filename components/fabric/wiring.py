@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from components.fabric import addressing, kinds, nccl
+from components.fabric import addressing, dra, kinds, nccl
 from components.model.config import FabricConfig
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -74,6 +74,7 @@ class PodWiring:
     rails: tuple[Rail, ...] = ()
     kind: kinds.FabricKind = "tcp"
     host_network: bool = False  # the pod runs in the node's network namespace
+    claim: dra.FabricClaim | None = None  # `dra`: the GPUs and rail NICs the pod claims instead of resources
 
     @property
     def transport(self) -> kinds.Transport:
@@ -83,6 +84,7 @@ class PodWiring:
         return kinds.KINDS[self.kind].transport
 
 
+GPU_RESOURCE = "nvidia.com/gpu"  # the device plugin's count, which a `dra` pod's claim replaces
 # A pod on the node's network resolves names with the node's DNS unless its policy says otherwise, so a rendezvous
 # Service, a worker's or a JobSet's headless name would not resolve (kubernetes/kubernetes@04791b4:pkg/kubelet/
 # network/dns/dns.go getPodDNSType: ClusterFirst on the host network falls back to Default).
@@ -137,10 +139,12 @@ def partial_node_problem(fabric: FabricConfig, gpus: int, gpus_per_node: int) ->
     )
 
 
-def visible_hcas(fabric: FabricConfig, used: list[Rail]) -> list[str]:
+def visible_hcas(fabric: FabricConfig, used: list[Rail], claim: dra.FabricClaim | None = None) -> list[str]:
     """The HCA names a pod sees, when they are known: the host's, except with `sriov`, whose VFs get RDMA device
-    names of their own."""
+    names of their own, and a `dra` pod's that has part of a node (its NICs are the ones allocated)."""
     att = fabric.attachment_row
+    if claim is not None and claim.paired:
+        return []
     return [r.hca for r in used] if att is not None and att.host_hca_names else []
 
 
@@ -226,7 +230,12 @@ def annotation_networks(annotations: dict) -> list[str]:
 
 
 def pod_wiring(
-    fabric: FabricConfig, namespace: str | None, gpus: int, gpus_per_node: int, debug: bool = False
+    fabric: FabricConfig,
+    namespace: str | None,
+    gpus: int,
+    gpus_per_node: int,
+    debug: bool = False,
+    claim_template: str = "",
 ) -> PodWiring:
     # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
     # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect
@@ -235,19 +244,28 @@ def pod_wiring(
     used = rails(fabric)
     on_networks = fabric.secondary_network and bool(used)
     annotations = {NETWORKS_ANNOTATION: networks_annotation(namespace, used)} if on_networks else {}
-    resources = {r.resource: 1 for r in used}
+    claim = None
+    if fabric.claims:
+        # The claim holds the GPUs and rails; a partial-node pod's HCAs are known only once allocated
+        # (components/fabric/dra.py), so NCCL_IB_HCA is set at start (components/jobs/dra_hca.sh).
+        claim = dra.fabric_claim(claim_template, gpus, gpus_per_node, len(used))
+    resources = {r.resource: 1 for r in used} if claim is None else {}
     if (node_resource := fabric.kind_row.node_resource) is not None:
         per_node = fabric.efa_devices_per_node or 0
         resources[node_resource] = max(1, per_node * gpus // gpus_per_node)
+    env = nccl_env(fabric, used, debug)
+    if claim is not None and claim.paired and "NCCL_IB_HCA" not in fabric.overrides:
+        del env["NCCL_IB_HCA"]
     return PodWiring(
         annotations=annotations,
         resources=resources,
         capabilities=("IPC_LOCK",) if is_rdma(fabric) else (),
-        env=nccl_env(fabric, used, debug),
+        env=env,
         interfaces=tuple(r.pod_interface(i) for i, r in enumerate(used)) if on_networks else (),
         rails=tuple(used),
         kind=fabric.kind,
         host_network=fabric.host_network,
+        claim=claim,
     )
 
 
@@ -263,9 +281,17 @@ def wire_pod(wiring: PodWiring, pod: dict, containers: list[dict]) -> None:
         metadata["annotations"] = {**wiring.annotations, **(metadata.get("annotations") or {})}
     if wiring.host_network:
         pod["spec"].update(HOST_NETWORK_POD)
+    if wiring.claim is not None:
+        pod["spec"]["resourceClaims"] = [{"name": dra.CLAIM, "resourceClaimTemplateName": wiring.claim.template}]
     for container in containers:
         for key in ("limits", "requests"):
             container["resources"][key].update(wiring.resources)
+        if wiring.claim is not None:
+            # The claim's devices reach only the containers that name it (CDI, per container); its GPUs replace
+            # the counted ones.
+            for key in ("limits", "requests"):
+                container["resources"][key].pop(GPU_RESOURCE, None)
+            container["resources"]["claims"] = [{"name": dra.CLAIM}]
         if wiring.capabilities:
             # RDMA registers (pins) memory for the NIC: IPC_LOCK lifts the memlock limit for it.
             container["securityContext"] = {"capabilities": {"add": list(wiring.capabilities)}}

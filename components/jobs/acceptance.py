@@ -25,6 +25,7 @@ from components import k8s, versions
 from components.fabric import wiring as fabric
 from components.jobs import component, pairwise, trainjob
 from components.jobs.launch import mpirun_command
+from components.jobs.pod import fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
 from components.model.config import AcceptanceConfig, FabricConfig
 from components.model.job import JobSpec
@@ -167,18 +168,23 @@ def series_script(r: Resolved, counts: list[int], pairwise_text: str | None = No
     return "\n".join(lines) + "\n"
 
 
+def resolved(acc: AcceptanceConfig, profile: Profile) -> Resolved:
+    """The acceptance job resolved against the cluster, in its own queue (not one of the training queues)."""
+    counts = node_counts(acc, profile.nodes.count)
+    sched = profile.scheduler
+    if sched.name:
+        profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
+    return resolve(
+        job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile, "fastpath:platform.acceptance"
+    )
+
+
 def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     """The acceptance job (an MPIJob, or on a v2-only cluster a TrainJob) and, per node count, what its section of
     the launcher log must show."""
     fab = profile.fabric
     counts = node_counts(acc, profile.nodes.count)
-    # The job's own queue is not one of the cluster's training queues: let the job name it.
-    sched = profile.scheduler
-    if sched.name:
-        profile = replace(profile, scheduler=replace(sched, queues=(*sched.queues, QueueProfile(QUEUE, None))))
-    r = resolve(
-        job_spec(acc, max(counts), QUEUE if sched.name else None, profile), profile, "fastpath:platform.acceptance"
-    )
+    r = resolved(acc, profile)
     manifest = component.manifest(r)
     stage = pairwise_stage(r, max(counts), acc.efficiency)
     series = series_script(r, counts, stage[0] if stage else None)
@@ -271,6 +277,12 @@ class FabricAcceptance(pulumi.ComponentResource):
         # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable
         # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go), so an update in place would be
         # refused. Replaced, deleted first, as training jobs are (component.TrainingJob).
+        if (claim := fabric_claim_template(resolved(args.acceptance, args.profile))) is not None:
+            # `dra`: the workers claim whole nodes from the acceptance's own template, made before them.
+            opts_claim = pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+            )
+            depends_on = k8s.plus(depends_on, k8s.apply(claim, opts_claim))
         self.jobs = [
             k8s.apply(
                 manifest,

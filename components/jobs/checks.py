@@ -270,10 +270,36 @@ def scheduler_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]
     return out
 
 
+def dra_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
+    """A `dra` pod with part of a node reads its NICs at start (components/jobs/dra_hca.sh): where that cannot run
+    yet, refused with the reason."""
+    per_node = profile.gpu.per_node
+    if not profile.fabric.claims or spec.gpus_per_node is None or spec.gpus_per_node >= per_node:
+        return []
+    if api_of(spec, profile) == "v2":
+        return [
+            (
+                "gpusPerNode",
+                "a TrainJob with part of a node sets resourcesPerNode, and Trainer v2.3.0 then drops the node "
+                "container's resource claims (kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go "
+                "newRuntimeInfo): its GPUs and NICs would not reach it; use whole nodes, or api v1",
+            )
+        ]
+    if spec.framework != "pytorch":
+        return [
+            (
+                "gpusPerNode",
+                f"a {spec.framework} job with part of a node on 'dra': its ranks start under their own launcher, which "
+                "does not yet read the NICs the claim gave (NCCL_IB_HCA); use whole nodes, or framework pytorch",
+            )
+        ]
+    return []
+
+
 def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
     found = cluster_problems(spec, profile) + command_problems(spec) + api_problems(spec, profile)
-    found += scheduler_problems(spec, profile)
+    found += scheduler_problems(spec, profile) + dra_problems(spec, profile)
     fab = profile.fabric
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:

@@ -16,6 +16,7 @@ from components import k8s
 from components.jobs.contract import contract
 from components.jobs.files import files_configmap
 from components.jobs.operator_v1 import BUILDERS, rendezvous
+from components.jobs.pod import fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
 from components.jobs.trainjob import train_job
 from components.model.job import JobSpec
@@ -103,6 +104,12 @@ class TrainingJob(pulumi.ComponentResource):
         if files is not None:  # before the pods that mount it
             cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
             depends_on = k8s.plus(depends_on, cm)
+        if (claim := fabric_claim_template(resolved)) is not None:  # before the pods that claim from it
+            # A template's spec cannot change: a new one (a new GPU count) replaces it, as the job is replaced.
+            opts_claim = pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+            )
+            depends_on = k8s.plus(depends_on, k8s.apply(claim, opts_claim))
         # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
         # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it). Only
         # what the operator reads when the job ends is patched in place (IN_PLACE).

@@ -30,7 +30,7 @@ def contract(r: Resolved) -> dict:
         "rdmaResources": dict(r.wiring.resources),
         "capabilities": list(r.wiring.capabilities),
         "shm": f"{r.shm_gib}Gi of {r.memory_gib}Gi memory limit",
-        "env": dict(r.env),
+        "env": _env(r),
         "envOverrides": list(r.overridden),
         "secretEnv": sorted(r.spec.secret_env),
         "queue": r.queue,
@@ -41,6 +41,14 @@ def contract(r: Resolved) -> dict:
         "faults": fault_summary(r),
         "checkpointDir": r.checkpoint_dir,
     }
+
+
+def _env(r: Resolved) -> dict[str, str]:
+    env = dict(r.env)
+    if (claim := r.wiring.claim) is not None and claim.paired and "NCCL_IB_HCA" not in env:
+        # components/jobs/dra_hca.sh sets it in the pod before NCCL starts.
+        env["NCCL_IB_HCA"] = f"(at start: the {claim.nics} HCAs of the NICs its claim gave, one on each GPU's root)"
+    return env
 
 
 def fault_summary(r: Resolved) -> str:

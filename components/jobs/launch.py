@@ -68,6 +68,8 @@ def mpirun_command(r: Resolved) -> list[str]:
 
 # Entrypoints: the PyTorch worker's and the MPI launcher's on Training Operator v1, the MPI launcher's on Trainer v2.
 LAUNCH = program(HERE / "pytorch_worker.sh")
+# Before it, on a `dra` pod with part of a node: NCCL_IB_HCA from the NICs the claim gave (dra_hca.sh).
+DRA_HCA = program(HERE / "dra_hca.sh")
 LAUNCHER = program(HERE / "mpi_launcher.sh")
 # Seconds a v2 launcher whose mpirun failed waits before failing: room for an evicted node's Job to fail first, with
 # its DisruptionTarget reason.

@@ -6,12 +6,12 @@ primary-interface annotation from here too."""
 from __future__ import annotations
 
 from components import k8s, versions
-from components.fabric import nccl
+from components.fabric import dra, nccl
 from components.fabric import wiring as fabric
 from components.jobs import telemetry
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
-from components.jobs.resolve import JOB_LABEL, ROLE_LABEL, Resolved, job_labels
+from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels
 from components.model.profile import Profile
 from components.platform import mirrors
 
@@ -111,6 +111,18 @@ def affinity_key(r: Resolved) -> str:
     return r.profile.nodes.affinity_key
 
 
+def fabric_claim_template(r: Resolved) -> dict | None:
+    """A v1 job's ResourceClaimTemplate on a `dra` fabric: each of its pods claims its GPUs and rail NICs from it
+    (components/fabric/dra.py); None elsewhere, and for a TrainJob (its namespace's template serves it)."""
+    claim = r.wiring.claim
+    if claim is None or r.api == "v2":
+        return None
+    meta = k8s.meta(
+        claim.template, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}
+    )
+    return dra.claim_template(claim, meta)
+
+
 def kueue_placement(r: Resolved) -> dict[str, str]:
     """Kueue's Topology Aware Scheduling annotations of the job's pod templates; a TFJob's chief and workers are
     two podsets, grouped so they share the domain."""
@@ -152,8 +164,8 @@ def preflight_env(r: Resolved) -> dict[str, str]:
 
 def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm_gib: int) -> dict[str, str]:
     fab = profile.fabric
-    rdma_devices = sum(wiring.resources.values())
-    hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails)))
+    rdma_devices = sum(wiring.resources.values()) + (wiring.claim.nics if wiring.claim is not None else 0)
+    hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails), wiring.claim))
     env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
     if hcas and (layer := fab.kind_row.link_layer) is not None:
         env["PREFLIGHT_LINK_LAYER"] = layer

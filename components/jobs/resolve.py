@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from components import k8s
+from components.fabric import dra
 from components.fabric import wiring as fabric
 from components.jobs.checks import api_of, problems
 from components.jobs.sizing import sizing
@@ -81,8 +82,12 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     gpus, memory, shm, cpus = sizing(spec, profile)
     namespace = spec.namespace or profile.namespaces[0]
     sched = profile.scheduler
-    wiring = fabric.pod_wiring(profile.fabric, namespace, gpus, profile.gpu.per_node, debug=spec.debug_nccl)
     api = api_of(spec, profile)
+    # `dra`: a v1 job's pods claim from its own template; a TrainJob's from its namespace's (the runtime names it).
+    template = dra.RUNTIME_TEMPLATE if api == "v2" else fabric_template(spec)
+    wiring = fabric.pod_wiring(
+        profile.fabric, namespace, gpus, profile.gpu.per_node, debug=spec.debug_nccl, claim_template=template
+    )
     env = dict(wiring.env)
     env.update(spec.env_overrides)
     env.update(spec.env)
@@ -124,6 +129,11 @@ def placement_of(spec: JobSpec, profile: Profile) -> TopologyPlacement | None:
     if topology is None:
         return None
     return spec.topology or topology.default_placement
+
+
+def fabric_template(spec: JobSpec) -> str:
+    """The ResourceClaimTemplate of a v1 job's pods on a `dra` fabric (components/fabric/dra.py)."""
+    return f"{spec.name}-fabric"
 
 
 def job_labels(r: Resolved, role: str) -> dict[str, str]:

@@ -372,7 +372,7 @@ class FabricConfig(Model):
             why = (
                 ": a RoCE GID is an IP address on the rail's netdev, which a pod reaches only through "
                 "a network attachment or the host network"
-                if row.gid_from_address and not (refused.secondary_network or refused.host_network)
+                if row.gid_from_address and not refused.rail_address
                 else ""
             )
             raise ValueError(
@@ -500,6 +500,11 @@ class FabricConfig(Model):
     @property
     def secondary_network(self) -> bool:
         return self.attachment is not None and kinds.ATTACHMENTS[self.attachment].secondary_network
+
+    @property
+    def claims(self) -> bool:
+        """Pods claim GPUs and rail NICs by DRA (the `dra` attachment)."""
+        return self.attachment is not None and kinds.ATTACHMENTS[self.attachment].claims
 
 
 class QueueConfig(Model):
@@ -827,6 +832,9 @@ class MirrorsConfig(Model):
 class PlatformConfig(Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.[0-9]{1,2}$")] | None = None
+    """The cluster's Kubernetes minor version (`"1.34"`), for what needs a newer API than 1.30: fabric.attachment
+    `dra` (resource.k8s.io/v1, GA in 1.34). Default: not stated (nothing that needs it)."""
     training_namespaces: Annotated[list[DnsLabel], Field(min_length=1)] = ["training"]
     """Namespaces where training jobs run; each gets the secondary networks and a checkpoint claim.
     Default `[training]`."""
@@ -1043,9 +1051,39 @@ class PlatformConfig(Model):
                 f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
                 "remove components.networkOperator"
             )
+        self._dra()
         self._kueue()
         self._mirrored()
         return self
+
+    def _dra(self) -> None:
+        """What the `dra` attachment needs, refused with the reason (components/fabric/dra.py)."""
+        if not self.fabric.claims:
+            return
+        minor = int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
+        if minor is None or minor < 34:
+            raise ValueError(
+                f"fabric.attachment 'dra' claims GPUs and NICs through resource.k8s.io/v1, GA in Kubernetes 1.34 "
+                f"(kubernetesVersion is {self.kubernetes_version or 'not set'}): set kubernetesVersion to the "
+                "cluster's, 1.34 or later, or use another attachment"
+            )
+        if len(self.fabric.rails) != self.gpu.per_node:
+            raise ValueError(
+                f"fabric.attachment 'dra' pairs each GPU with the rail NIC on its PCIe root: give one rail per GPU "
+                f"({self.gpu.per_node}), not {len(self.fabric.rails)}"
+            )
+        if self.kueue_enabled:
+            raise ValueError(
+                "fabric.attachment 'dra' on Kueue: Kueue v0.19.2 counts no DRA GPU against quota without "
+                "deviceClassMappings, and its topology placement ignores DRA devices (kubernetes-sigs/kueue#10548); "
+                "use scheduler.name volcano, or another attachment"
+            )
+        if capped := [q.name for q in self.scheduler.queues if q.gpus is not None]:
+            raise ValueError(
+                f"scheduler.queues {capped} cap nvidia.com/gpu, which DRA pods do not request (their GPUs are in "
+                "their claims): Volcano would never hold them to it; remove gpus (weights still share the nodes "
+                "through the pods' CPU and memory, sized to their GPUs)"
+            )
 
     def _kueue(self) -> None:
         """What the stack asks that Kueue v0.19.2 cannot do, refused with the reason."""
@@ -1145,7 +1183,10 @@ class PlatformConfig(Model):
     @property
     def network_operator_enabled(self) -> bool:
         flag = self.components.network_operator
-        return self.fabric.kind_row.rails if flag is None else flag
+        if flag is not None:
+            return flag
+        # With DRA the Network Operator has nothing to run but the DOCA driver (dranet publishes the NICs).
+        return self.fabric.kind_row.rails and not (self.fabric.claims and self.gpu.host_mofed)
 
     @property
     def gpu_capacity(self) -> int:

@@ -15,6 +15,7 @@ from components.model.profile import PREFLIGHT_CONFIGMAP, PREFLIGHT_KEY, profile
 from components.ops.component import Reaper, ReaperArgs
 from components.platform import telemetry
 from components.platform.checkpoints import CheckpointStorage, CheckpointStorageArgs
+from components.platform.dra import Dra, DraArgs
 from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.platform.health import Health, HealthArgs
 from components.platform.kueue import Kueue, KueueArgs
@@ -163,6 +164,8 @@ class Platform(pulumi.ComponentResource):
                     )
                 case "hostnetwork" | "rdma-only" | None:  # no network per rail: the device plugin is all
                     pass
+                case "dra":  # the NICs are claimed (Dra below); the policy deploys the DOCA driver only
+                    pass
                 case other:
                     assert_never(other)
         if p.health.enabled:
@@ -173,6 +176,9 @@ class Platform(pulumi.ComponentResource):
         for m in telemetry.objects(p):
             k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.volcano_enabled else None
+        if p.fabric.claims:
+            # The claim templates live in the training namespaces; the GPU Operator must run no device plugin first.
+            Dra("dra", DraArgs(p), pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
         # Kueue's LocalQueues live in the training namespaces.
         self.kueue = (
             Kueue("kueue", KueueArgs(p), pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))

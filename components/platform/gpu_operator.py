@@ -59,6 +59,11 @@ def values(platform: PlatformConfig) -> dict:
         v["driver"]["version"] = gpu.precompiled_driver.branch
     if gpu.gpu_direct == "peermem":
         v["driver"]["rdma"] = {"enabled": True, **({"useHostMofed": True} if gpu.host_mofed else {})}
+    if platform.fabric.claims:
+        # GPUs by DRA (components/platform/dra.py): NVIDIA's GPU DRA driver cannot share a node with the device
+        # plugin (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/templates/
+        # validation.yaml), so the operator runs none; GPU feature discovery (the product label) stays.
+        v["devicePlugin"] = {"enabled": False}
     v["nfd"] = {"enabled": True}  # the chart's default, pinned: the network operator relies on this NFD
     if gpu.taint_key != k8s.DEFAULT_GPU_TAINT or platform.health.enabled:
         # The operator replaces each operand DaemonSet's tolerations with this list (applyCommonDaemonsetConfig);

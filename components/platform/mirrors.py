@@ -246,6 +246,23 @@ KEYS: dict[str, tuple[Key, ...]] = {
             pulls=(f"{versions.KUEUE_IMAGE_REPOSITORY}:{versions.KUEUE_IMAGE_TAG}",),
         ),
     ),
+    # kubernetes-sigs/dranet@v1.4.0:deployments/helm/dranet/values.yaml image.* (the DaemonSet), and
+    # kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/values.yaml image.* (kubelet
+    # plugin, controller, webhook): both pinned in the values (components/platform/dra.py).
+    versions.DRANET_CHART: (
+        Key(
+            "image.repository",
+            versions.DRANET_IMAGE_REPOSITORY,
+            pulls=(f"{versions.DRANET_IMAGE_REPOSITORY}:{versions.DRANET_IMAGE_TAG}",),
+        ),
+    ),
+    versions.GPU_DRA_CHART: (
+        Key(
+            "image.repository",
+            versions.GPU_DRA_IMAGE_REPOSITORY,
+            pulls=(f"{versions.GPU_DRA_IMAGE_REPOSITORY}:{versions.GPU_DRA_IMAGE_TAG}",),
+        ),
+    ),
     # NVIDIA/topograph@v1.0.0:charts/topograph/values.yaml image.*: the API server, node-observer and node-data-broker
     # all run it (tests.image empty reuses it; fastpath turns the helm tests off).
     versions.TOPOGRAPH_CHART: (

@@ -142,6 +142,8 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
                 }
             case "sriov":  # the SR-IOV operator (chart values) runs its own device plugin
                 pass
+            case "dra":  # dranet publishes the NICs (components/platform/dra.py): the policy keeps the driver only
+                pass
             case other:
                 assert_never(other)
     # Multus, the CNI plugins and NV-IPAM only where pods get a network per rail: `hostnetwork` pods are on the

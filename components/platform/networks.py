@@ -27,7 +27,7 @@ def cni(f: FabricConfig) -> Cni | None:
             return "host-device"
         case "shared":  # a child interface of the host's port; InfiniBand carries no Ethernet frames for macvlan
             return "ipoib" if f.kind_row.ipoib else "macvlan"
-        case "sriov" | "hostnetwork" | "rdma-only" | None:
+        case "sriov" | "hostnetwork" | "rdma-only" | "dra" | None:
             return None
         case other:
             assert_never(other)

@@ -13,6 +13,7 @@ from importlib import import_module
 AREAS = (
     "shm",
     "fabric",
+    "dra",
     "nccl",
     "gang",
     "kueue",

@@ -14,6 +14,7 @@ from components.fabric import addressing, nccl
 from components.fabric.kinds import EFA_RESOURCE
 from components.fabric.wiring import NETWORKS_ANNOTATION
 from components.model.profile import normalize as _normalize
+from policies.dra import is_claimed
 from policies.engine import MANDATORY, Context, Finding, rule
 from policies.pods import (
     containers,
@@ -141,7 +142,8 @@ def nccl_net_set(ctx: Context) -> Iterator[Finding]:
     "RDMA pods pin their HCAs exactly",
     level=MANDATORY,
     description="Pods with InfiniBand/RoCE resources that run NCCL (as nccl-net-set) set NCCL_IB_HCA, with `=` "
-    "when a listed name prefixes another. "
+    "when a listed name prefixes another (NICs claimed through DRA are exempt: the container can open only the "
+    "allocated ones). "
     "For MPIJob workers what the launcher exports counts (`mpirun -x`, `-genv`, `-genvlist`; the "
     "launcher's whole env under horovodrun or mpiImplementation Intel/MPICH); a value from valueFrom "
     "counts as set. The other NCCL rules read the same environment.",
@@ -152,7 +154,11 @@ def nccl_ib_hca(ctx: Context) -> Iterator[Finding]:
         if not runs_nccl(ctx, t):
             continue
         for c in containers(t):
-            rdma = [r for r in ctx.facts(c).rdma if r != EFA_RESOURCE]
+            # EFA is no HCA; a DRA claim's NICs are the only ones the container can open (dranet adds the character
+            # devices of the allocated RDMA devices only: kubernetes-sigs/dranet@v1.4.0:pkg/driver/dra_hooks.go
+            # buildRDMAConfig; NCCL skips a device it cannot open, NVIDIA/nccl@v2.30.7-1:src/transport/net_ib/
+            # init.cc "Unable to open device"), so there is no storage HCA for NCCL to pick.
+            rdma = [r for r in ctx.facts(c).rdma if r != EFA_RESOURCE and not is_claimed(r)]
             if not rdma:
                 continue
             e = rank_env(ctx, t, c)

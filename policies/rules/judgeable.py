@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from policies.dra import UNCOUNTED
 from policies.engine import ADVISORY, Context, Finding, rule
 from policies.pods import GPU_RESOURCE, containers, dict_or_empty, int_or_none, where
 from policies.podspecs import walk
@@ -72,6 +73,8 @@ def judgeable(ctx: Context) -> Iterator[Finding]:
     for t in ctx.templates:
         for c in containers(t):
             for res, value in ctx.facts(c).unknown_gpus.items():
+                if isinstance(value, str) and value in UNCOUNTED:  # a DRA claim of a whole node, or of alternatives
+                    continue
                 yield Finding(
                     f"{where(t, c)}: {res} is {str(value)!r}, not a number (a template variable?): "
                     "shm-size and gpu-procs-match could not count its GPUs (the other rules judged it as "
