@@ -5,6 +5,7 @@ and by the offline linter (tools/lint.py).
     config.py   the policy-pack config (CrossGuard's format), checked and resolved
     rules/      the rules, one module per area; importing the package registers them all (below)
     pods.py     what the rules read of a pod; shell.py splits commands as the shell would
+    dra.py      what a pod's DRA claims hold (GPUs, RDMA NICs, an IMEX channel), read off the claims and classes
     podspecs.py the pod templates of every workload kind; runtimes.py a TrainJob's pods from its runtime
     pack.py     the CrossGuard policies built from the catalogue
 

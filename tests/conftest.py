@@ -30,6 +30,17 @@ def schema_problems(obj: dict) -> list[str]:
         return []
 
 
+def schema_problems_at(obj: dict, version: str) -> list[str]:
+    """schema_problems with the core kinds checked at Kubernetes `version` (a stack's kubernetesVersion)."""
+    try:
+        return schemas.validate(obj, version=version)
+    except upstream.Missing as err:
+        if upstream.required():
+            raise
+        _DEFERRED.append(str(err))
+        return []
+
+
 def _skip_if_missing() -> Iterator[None]:
     """A test that reads an upstream file (tools/upstream.py path()) which is neither cached nor mirrored is skipped
     with one line naming it and `make upstream`; under FASTPATH_REQUIRE_UPSTREAM=1 (CI, with its mirror) it fails."""

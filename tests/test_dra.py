@@ -197,3 +197,13 @@ def test_a_half_node_trainjob_is_refused_for_the_claims_trainer_would_drop():
     p = platform(jobApi="both")
     found = dict(checks.problems(_job(api="v2"), profile(p)))
     assert "drops the node container's resource claims" in found.get("gpusPerNode", ""), found
+
+
+def test_the_render_validates_at_the_stacks_kubernetes_version_and_not_before(objs):
+    """Strict at 1.34, the stack's kubernetesVersion; at 1.33 resource.k8s.io/v1 does not exist (why config refuses
+    `dra` below 1.34)."""
+    from tests.conftest import schema_problems_at
+
+    assert [p for o in objs for p in schema_problems_at(o, "1.34.0")] == []
+    older = [p for o in objs if o["apiVersion"] == dra.API for p in schema_problems_at(o, "1.33.0")]
+    assert older and all("no Kubernetes 1.33.0 schema" in p for p in older)

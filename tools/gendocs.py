@@ -183,6 +183,15 @@ SCOPE = [
     "Kueue (the queue label, on a kind Kueue v0.19.2 admits whole: not the Training Operator's MPIJob v1, nor a "
     "runtime; an AppWrapper's for what it wraps; a runtime without a PodGroup when every namespace it serves has "
     "Kueue's LocalQueue `default`), the KAI Scheduler (schedulerName), a TrainJob runtime's podGroupPolicy.",
+    "- DRA pods: a container gets a claim's GPUs and NICs only if it lists the claim (resources.claims), and the "
+    "claims and DeviceClasses must be among the objects linted: CrossGuard's per-resource policies see a DRA pod "
+    "without its claimed devices. Whole-node (allocationMode All) and firstAvailable GPUs are not counted. A pod "
+    "whose NICs are claimed needs no NCCL_IB_HCA (dranet adds only its own NICs' devices).",
+    "- `dra-nic-alignment` judges claims for part of a node on HGX-class boards (one GPU and one NIC per PCIe "
+    "root): dranet's 2 + 2 demo under one constraint (a p4d shape) and its Grace claims pinned by NUMA are flagged; "
+    "a NIC request whose count reaches the NICs its class names one by one counts as the whole node.",
+    "- `mnnvl-compute-domain` cannot see a device plugin configured to inject IMEX channels (imex.channelIDs): "
+    "exempt such pods by label.",
     "",
 ]
 

@@ -99,8 +99,8 @@ def _metadata_errors(obj: dict) -> list[str]:
     return errors
 
 
-def check(obj: dict, crds: Path | None = None) -> tuple[str, list[str]]:
-    """Which schema judged `obj` (`custom`: a CRD's, `core`: Kubernetes') and every problem with it, as
+def check(obj: dict, crds: Path | None = None, version: str = K8S_VERSION) -> tuple[str, list[str]]:
+    """Which schema judged `obj` (`custom`: a CRD's, `core`: Kubernetes' at `version`) and every problem with it, as
     `path: message` strings. `crds` defaults to the locked upstream CRDs (upstream.Missing without them)."""
     crds = crds or upstream.crds_dir()
     key = (obj.get("apiVersion"), obj.get("kind"))
@@ -119,17 +119,17 @@ def check(obj: dict, crds: Path | None = None) -> tuple[str, list[str]]:
     import kubernetes_validate
 
     try:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        kubernetes_validate.validate(obj, version, strict=True)
     except kubernetes_validate.ValidationError as err:
         return "core", [f"{'.'.join(str(p) for p in err.path) or '(root)'}: {err.message}"]
     except kubernetes_validate.SchemaNotFoundError:
-        return "core", [f"no Kubernetes {K8S_VERSION} schema for {key[0]} {key[1]}"]
+        return "core", [f"no Kubernetes {version} schema for {key[0]} {key[1]}"]
     return "core", []
 
 
-def validate(obj: dict, crds: Path | None = None) -> list[str]:
+def validate(obj: dict, crds: Path | None = None, version: str = K8S_VERSION) -> list[str]:
     """Every problem with `obj`; empty when it validates."""
-    return check(obj, crds)[1]
+    return check(obj, crds, version)[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="a folder of CRD files or one file of CRDs (kubectl get crd -o yaml); default: the locked upstream ones",
     )
+    ap.add_argument(
+        "--kubernetes-version",
+        default=K8S_VERSION,
+        help=f"the core kinds' schema version, the stack's kubernetesVersion (`1.34`, `1.34.0`); default {K8S_VERSION}",
+    )
     args = ap.parse_args(argv)
+    version = args.kubernetes_version if args.kubernetes_version.count(".") == 2 else f"{args.kubernetes_version}.0"
     if args.crds and not args.crds.exists():
         print(f"{args.crds}: no such file or folder", file=sys.stderr)
         return 2
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = {"core": 0, "custom": 0}
     invalid = 0
     for path, obj in objs:
-        judged_by, errors = check(obj, crds)
+        judged_by, errors = check(obj, crds, version)
         counts[judged_by] += 1
         invalid += bool(errors)
         md = obj.get("metadata", {})

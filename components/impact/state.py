@@ -25,6 +25,7 @@ from components.model.profile import profile as make_profile
 from components.platform import (
     checkpoints,
     component,
+    dra,
     gpu_operator,
     health,
     kueue,
@@ -108,6 +109,9 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
         out["gpu-operator"] = {"version": p.versions.gpu_operator, "values": digest(gpu_operator.values(p))}
     if p.network_operator_enabled:
         out["network-operator"] = {"version": p.versions.network_operator, "values": digest(network_operator.values(p))}
+    if p.fabric.claims:
+        out["dranet"] = {"version": versions.DRANET_VERSION, "values": digest(dra.dranet_values(p))}
+        out["dra-driver-nvidia-gpu"] = {"version": versions.GPU_DRA_VERSION, "values": digest(dra.gpu_driver_values(p))}
     if p.kueue_enabled:
         out["kueue"] = {"version": versions.KUEUE_VERSION, "values": digest(kueue.values(p))}
     if (t := p.nodes.topology) is not None and t.source == "topograph":
