@@ -20,11 +20,12 @@ from components.jobs import trainjob
 from components.jobs.checks import problems
 from components.jobs.component import manifest
 from components.jobs.contract import contract
-from components.jobs.pod import pod_preflight_env, pod_template
+from components.jobs.pod import fabric_claim_template, pod_preflight_env, pod_template
 from components.jobs.resolve import resolve
 from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
+from components.platform import dra as dra_platform
 from components.platform import network_operator, networks
 from tests.conftest import schema_problems, stack_platform
 from tests.helpers import DGX, stack_input
@@ -239,10 +240,14 @@ def test_the_pack_sees_every_rdma_rows_pods_as_rdma_pods(kind, attachment):
     """The policy pack's idea of an RDMA pod covers what fastpath renders on every RDMA row: the same pod without
     NCCL_NET is flagged (nccl-net-set), whatever gives the row's pods their RDMA devices. (That every row lints
     clean says nothing of this: a pod the pack does not judge lints clean too.)"""
-    m = manifest(resolve(job(), make_profile(platform_with(kind, attachment))))
+    p = platform_with(kind, attachment)
+    r = resolve(job(), make_profile(p))
+    m = manifest(r)
     container = m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     container["env"] = [e for e in container["env"] if e["name"] != "NCCL_NET"]
-    assert "nccl-net-set" in {v.rule for v in lint.lint([m])}, "policies/pods.py is_rdma_pod does not see this row's pods"
+    # DRA: the pod's devices are in its claim, judged with the claim template and the classes it names.
+    claimed = [fabric_claim_template(r), *dra_platform.objects(p)] if p.fabric.claims else []
+    assert "nccl-net-set" in {v.rule for v in lint.lint([m, *claimed])}, "policies/pods.py is_rdma_pod does not see this row's pods"
 
 
 def test_mpi_launcher_follows_its_workers_onto_the_host_network():
