@@ -92,3 +92,23 @@ def claim_template(claim: FabricClaim, meta: dict[str, Any]) -> dict[str, Any]:
     """The ResourceClaimTemplate a pod names: each pod gets its own claim from it (dranet serves a claim to one
     pod only: pkg/driver/dra_hooks.go prepareResourceClaim)."""
     return {"apiVersion": API, "kind": "ResourceClaimTemplate", "metadata": meta, "spec": {"spec": claim_spec(claim)}}
+
+
+# Multi-node NVLink (gpu.nvlinkDomain): a ComputeDomain per job (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1,
+# resource.nvidia.com/v1beta1). Its controller makes the job's channel ResourceClaimTemplate, named as the domain says,
+# in the domain's namespace (cmd/compute-domain-controller/resourceclaimtemplate.go), and the kubelet plugin injects
+# the IMEX channel into the pods that claim it, once the node's IMEX daemon is up (cmd/compute-domain-kubelet-plugin/
+# device_state.go applyComputeDomainChannelConfig). numNodes 0: with IMEXDaemonsWithDNSNames (the default) a pod
+# starts once its own node's daemon is ready.
+IMEX_CLAIM = "imex"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"  # GPU feature discovery's <clusterUUID>.<cliqueID> (k8s-device-plugin imex.go)
+
+
+def compute_domain(template: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """A job's ComputeDomain, whose controller makes the channel template `template` its pods claim."""
+    return {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": meta,
+        "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": template}}},
+    }

@@ -75,6 +75,7 @@ class PodWiring:
     kind: kinds.FabricKind = "tcp"
     host_network: bool = False  # the pod runs in the node's network namespace
     claim: dra.FabricClaim | None = None  # `dra`: the GPUs and rail NICs the pod claims instead of resources
+    imex_template: str | None = None  # multi-node NVLink: the job's IMEX channel template (its ComputeDomain's)
 
     @property
     def transport(self) -> kinds.Transport:
@@ -236,6 +237,7 @@ def pod_wiring(
     gpus_per_node: int,
     debug: bool = False,
     claim_template: str = "",
+    imex_template: str | None = None,
 ) -> PodWiring:
     # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
     # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect
@@ -256,6 +258,10 @@ def pod_wiring(
     env = nccl_env(fabric, used, debug)
     if claim is not None and claim.paired and "NCCL_IB_HCA" not in fabric.overrides:
         del env["NCCL_IB_HCA"]
+    if imex_template is not None and "NCCL_MNNVL_ENABLE" not in fabric.overrides:
+        # Required, not automatic (2): init fails at once when the IMEX channel or the clique is wrong, instead of
+        # running over the network (NVIDIA/nccl@v2.30.7-1 src/init.cc MNNVL_ENABLE, src/mnnvl.cc ncclMnnvlCheck).
+        env["NCCL_MNNVL_ENABLE"] = "1"
     return PodWiring(
         annotations=annotations,
         resources=resources,
@@ -266,6 +272,7 @@ def pod_wiring(
         kind=fabric.kind,
         host_network=fabric.host_network,
         claim=claim,
+        imex_template=imex_template,
     )
 
 
@@ -281,8 +288,13 @@ def wire_pod(wiring: PodWiring, pod: dict, containers: list[dict]) -> None:
         metadata["annotations"] = {**wiring.annotations, **(metadata.get("annotations") or {})}
     if wiring.host_network:
         pod["spec"].update(HOST_NETWORK_POD)
+    claims = []
     if wiring.claim is not None:
-        pod["spec"]["resourceClaims"] = [{"name": dra.CLAIM, "resourceClaimTemplateName": wiring.claim.template}]
+        claims.append({"name": dra.CLAIM, "resourceClaimTemplateName": wiring.claim.template})
+    if wiring.imex_template is not None:
+        claims.append({"name": dra.IMEX_CLAIM, "resourceClaimTemplateName": wiring.imex_template})
+    if claims:
+        pod["spec"]["resourceClaims"] = claims
     for container in containers:
         for key in ("limits", "requests"):
             container["resources"][key].update(wiring.resources)
@@ -292,6 +304,8 @@ def wire_pod(wiring: PodWiring, pod: dict, containers: list[dict]) -> None:
             for key in ("limits", "requests"):
                 container["resources"][key].pop(GPU_RESOURCE, None)
             container["resources"]["claims"] = [{"name": dra.CLAIM}]
+        if wiring.imex_template is not None:
+            container["resources"].setdefault("claims", []).append({"name": dra.IMEX_CLAIM})
         if wiring.capabilities:
             # RDMA registers (pins) memory for the NIC: IPC_LOCK lifts the memlock limit for it.
             container["securityContext"] = {"capabilities": {"add": list(wiring.capabilities)}}

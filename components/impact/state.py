@@ -111,6 +111,7 @@ def _charts(p: PlatformConfig) -> dict[str, Any]:
         out["network-operator"] = {"version": p.versions.network_operator, "values": digest(network_operator.values(p))}
     if p.fabric.claims:
         out["dranet"] = {"version": versions.DRANET_VERSION, "values": digest(dra.dranet_values(p))}
+    if p.fabric.claims or p.gpu.nvlink_domain is not None:
         out["dra-driver-nvidia-gpu"] = {"version": versions.GPU_DRA_VERSION, "values": digest(dra.gpu_driver_values(p))}
     if p.kueue_enabled:
         out["kueue"] = {"version": versions.KUEUE_VERSION, "values": digest(kueue.values(p))}

@@ -270,6 +270,35 @@ def scheduler_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]
     return out
 
 
+def clique_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
+    """A job larger than one NVLink clique cannot use multi-node NVLink across it."""
+    clique = profile.gpu.clique_nodes
+    if clique is None:
+        return []
+    out = []
+    if spec.gpus_per_node is not None and spec.gpus_per_node < profile.gpu.per_node:
+        out.append(
+            (
+                "gpusPerNode",
+                "a node serves one ComputeDomain at a time (the IMEX channel's kubelet plugin labels the node with "
+                "its domain and refuses another: kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 cmd/compute-domain-"
+                "kubelet-plugin/computedomain.go), so jobs with part of a node could not share it: use whole nodes",
+            )
+        )
+    if spec.max_nodes <= clique:
+        return out
+    key = "nodes" if spec.nodes is not None else "elastic.maxNodes"
+    return [
+        *out,
+        (
+            key,
+            f"{spec.max_nodes} nodes are more than one NVLink clique of {clique} (gpu.nvlinkDomain.nodesPerClique): "
+            "NCCL's multi-node NVLink joins only ranks of one clique, and the job's pods must share one; split it "
+            f"into jobs of at most {clique} nodes",
+        ),
+    ]
+
+
 def dra_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """A `dra` pod with part of a node reads its NICs at start (components/jobs/dra_hca.sh): where that cannot run
     yet, refused with the reason."""
@@ -299,7 +328,7 @@ def dra_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
 def problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
     """(key, message) for everything wrong with `spec` on this cluster; sizing is judged once the rest is sound."""
     found = cluster_problems(spec, profile) + command_problems(spec) + api_problems(spec, profile)
-    found += scheduler_problems(spec, profile) + dra_problems(spec, profile)
+    found += scheduler_problems(spec, profile) + dra_problems(spec, profile) + clique_problems(spec, profile)
     fab = profile.fabric
     for name, value in spec.env_overrides.items():
         if (p := tcp_on_rdma(fab, name, value)) is not None:

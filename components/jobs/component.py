@@ -16,7 +16,7 @@ from components import k8s
 from components.jobs.contract import contract
 from components.jobs.files import files_configmap
 from components.jobs.operator_v1 import BUILDERS, rendezvous
-from components.jobs.pod import fabric_claim_template
+from components.jobs.pod import compute_domain, fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
 from components.jobs.trainjob import train_job
 from components.model.job import JobSpec
@@ -104,6 +104,11 @@ class TrainingJob(pulumi.ComponentResource):
         if files is not None:  # before the pods that mount it
             cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
             depends_on = k8s.plus(depends_on, cm)
+        if (domain := compute_domain(resolved)) is not None:  # its controller makes the channel template first
+            opts_domain = pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
+            )
+            depends_on = k8s.plus(depends_on, k8s.apply(domain, opts_domain))
         if (claim := fabric_claim_template(resolved)) is not None:  # before the pods that claim from it
             # A template's spec cannot change: a new one (a new GPU count) replaces it, as the job is replaced.
             opts_claim = pulumi.ResourceOptions(

@@ -76,6 +76,12 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
             },
         },
     }
+    if prof.gpu.clique_nodes:
+        # Multi-node NVLink reaches only the nodes of one clique (NCCL matches ranks by clusterUuid and cliqueId:
+        # NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc), so the whole job shares one. The first pod matches its own term.
+        pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            {"labelSelector": job_selector, "topologyKey": dra.CLIQUE_LABEL}
+        ]
     if r.scheduler == "volcano":
         pod["schedulerName"] = r.scheduler  # Kueue's pods keep the default scheduler: Kueue admits the job
     if r.priority_class:
@@ -109,6 +115,16 @@ def affinity_key(r: Resolved) -> str:
     if r.placement is not None and topology is not None:
         return topology.key(r.placement.level)
     return r.profile.nodes.affinity_key
+
+
+def compute_domain(r: Resolved) -> dict | None:
+    """A v1 job's ComputeDomain on a multi-node NVLink cluster (its IMEX channel); None elsewhere."""
+    if r.wiring.imex_template is None:
+        return None
+    meta = k8s.meta(
+        r.spec.name, r.profile.cluster, COMPONENT, namespace=r.namespace, extra_labels={JOB_LABEL: r.spec.name}
+    )
+    return dra.compute_domain(r.wiring.imex_template, meta)
 
 
 def fabric_claim_template(r: Resolved) -> dict | None:

@@ -86,7 +86,13 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     # `dra`: a v1 job's pods claim from its own template; a TrainJob's from its namespace's (the runtime names it).
     template = dra.RUNTIME_TEMPLATE if api == "v2" else fabric_template(spec)
     wiring = fabric.pod_wiring(
-        profile.fabric, namespace, gpus, profile.gpu.per_node, debug=spec.debug_nccl, claim_template=template
+        profile.fabric,
+        namespace,
+        gpus,
+        profile.gpu.per_node,
+        debug=spec.debug_nccl,
+        claim_template=template,
+        imex_template=imex_template(spec) if profile.gpu.clique_nodes else None,
     )
     env = dict(wiring.env)
     env.update(spec.env_overrides)
@@ -129,6 +135,11 @@ def placement_of(spec: JobSpec, profile: Profile) -> TopologyPlacement | None:
     if topology is None:
         return None
     return spec.topology or topology.default_placement
+
+
+def imex_template(spec: JobSpec) -> str:
+    """The IMEX channel template of a job's ComputeDomain (multi-node NVLink), which its controller makes."""
+    return f"{spec.name}-imex"
 
 
 def fabric_template(spec: JobSpec) -> str:

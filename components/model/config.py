@@ -108,6 +108,28 @@ class PrecompiledDriverConfig(Model):
         return [f"nvcr.io/nvidia/driver:{self.branch}-{k}-{self.os}" for k in self.kernels]
 
 
+class NvlinkDomainConfig(Model):
+    """Multi-node NVLink (GB200/GB300 NVL72): each job gets a ComputeDomain of NVIDIA's GPU DRA driver (its IMEX
+    channel) and its pods stay in one NVLink clique (the `nvidia.com/gpu.clique` node label)."""
+
+    nodes_per_clique: Annotated[int, Field(gt=1, le=72)] = 18
+    """Nodes of one NVLink domain (an NVL72 rack: 18 trays of 4 GPUs). A job larger than that is refused. Default 18."""
+    driver_version: Annotated[str, Field(pattern=r"^[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?$")]
+    """The GPU driver on the nodes (`580.95.05`): the ComputeDomain daemons need 570.158.01 or later
+    (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:cmd/compute-domain-kubelet-plugin/device_state.go
+    validateDriverVersionForIMEXDaemonsWithDNSNames, main.go IMEXDaemonsWithDNSNamesMinDriverVersion). Required."""
+
+    @model_validator(mode="after")
+    def _driver(self) -> NvlinkDomainConfig:
+        have = tuple(int(x) for x in self.driver_version.split("."))
+        if have < (570, 158, 1):
+            raise ValueError(
+                f"gpu.nvlinkDomain.driverVersion {self.driver_version}: IMEX daemons with DNS names (the GPU DRA "
+                "driver's default) need 570.158.01 or later; upgrade the driver"
+            )
+        return self
+
+
 class GpuConfig(Model):
     product: LabelValue
     """Value of the `nvidia.com/gpu.product` node label on the training nodes (e.g. `NVIDIA-H100-80GB-HBM3`);
@@ -135,6 +157,9 @@ class GpuConfig(Model):
     Default false."""
     taint_key: QualifiedName = "nvidia.com/gpu"
     """Key of the taint on GPU nodes that training pods tolerate. Default `nvidia.com/gpu`."""
+    nvlink_domain: NvlinkDomainConfig | None = None
+    """Multi-node NVLink (`{nodesPerClique, driverVersion}`: GB200/GB300 NVL72): every job gets its own
+    ComputeDomain and IMEX channel, stays in one NVLink clique and runs NCCL with MNNVL required. Default: none."""
 
     @model_validator(mode="after")
     def _one_driver_source(self) -> GpuConfig:
@@ -1051,6 +1076,7 @@ class PlatformConfig(Model):
                 f"Operator serves {_either(k for k, r in kinds.KINDS.items() if r.rails)} fabrics; "
                 "remove components.networkOperator"
             )
+        self._nvlink_domain()
         self._dra()
         self._kueue()
         self._mirrored()
@@ -1083,6 +1109,33 @@ class PlatformConfig(Model):
                 f"scheduler.queues {capped} cap nvidia.com/gpu, which DRA pods do not request (their GPUs are in "
                 "their claims): Volcano would never hold them to it; remove gpus (weights still share the nodes "
                 "through the pods' CPU and memory, sized to their GPUs)"
+            )
+
+    def _nvlink_domain(self) -> None:
+        """What multi-node NVLink needs, refused with the reason."""
+        if self.gpu.nvlink_domain is None:
+            return
+        if self.fabric.claims:
+            raise ValueError(
+                "gpu.nvlinkDomain with fabric.attachment 'dra': on GB200/GB300 the GPUs and NICs share no PCIe root "
+                "(kubernetes-sigs/dranet@v1.4.0 examples/oci_oke_examples/BM.GPU.GB200-v3.4), so the rails cannot be "
+                "paired by it; use rdma-only or sriov for the rails"
+            )
+        if self.job_api != "v1":
+            raise ValueError(
+                "gpu.nvlinkDomain needs a ComputeDomain per job, which a Trainer v2.3.0 TrainJob cannot name (its "
+                "runtime holds the claims; runtimePatches take none): use jobApi v1"
+            )
+        if self.acceptance.enabled:
+            raise ValueError(
+                "acceptance.enabled with gpu.nvlinkDomain: the acceptance's floors are the network's, and an NVLink "
+                "domain's are not known here yet; turn acceptance off"
+            )
+        minor = int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
+        if minor is None or minor < 34:
+            raise ValueError(
+                "gpu.nvlinkDomain claims an IMEX channel through resource.k8s.io/v1 (Kubernetes 1.34): set "
+                "kubernetesVersion to the cluster's, 1.34 or later"
             )
 
     def _kueue(self) -> None:

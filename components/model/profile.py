@@ -62,6 +62,7 @@ class GpuProfile:
     product: str
     per_node: int
     taint_key: str
+    clique_nodes: int | None = None  # multi-node NVLink: nodes of one clique (gpu.nvlinkDomain); None: none
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,12 @@ class Profile:
         return {
             "cluster": self.cluster,
             "namespaces": list(self.namespaces),
-            "gpu": {"product": self.gpu.product, "perNode": self.gpu.per_node, "taintKey": self.gpu.taint_key},
+            "gpu": {
+                "product": self.gpu.product,
+                "perNode": self.gpu.per_node,
+                "taintKey": self.gpu.taint_key,
+                **({"cliqueNodes": self.gpu.clique_nodes} if self.gpu.clique_nodes else {}),
+            },
             "nodes": self.nodes.to_config(),
             "fabric": self.fabric.to_config(),
             "transport": full_node.transport,
@@ -231,7 +237,7 @@ class Profile:
         return cls(
             cluster=d["cluster"],
             namespaces=tuple(d["namespaces"]),
-            gpu=GpuProfile(d["gpu"]["product"], d["gpu"]["perNode"], d["gpu"]["taintKey"]),
+            gpu=GpuProfile(d["gpu"]["product"], d["gpu"]["perNode"], d["gpu"]["taintKey"], d["gpu"].get("cliqueNodes")),
             nodes=NodesConfig.model_validate(d["nodes"]),
             fabric=FabricConfig.model_validate(d["fabric"]),
             scheduler=SchedulerProfile(
@@ -261,7 +267,12 @@ def profile(platform: PlatformConfig) -> Profile:
     return Profile(
         cluster=platform.cluster,
         namespaces=tuple(platform.training_namespaces),
-        gpu=GpuProfile(platform.gpu.product, platform.gpu.per_node, platform.gpu.taint_key),
+        gpu=GpuProfile(
+            platform.gpu.product,
+            platform.gpu.per_node,
+            platform.gpu.taint_key,
+            platform.gpu.nvlink_domain.nodes_per_clique if platform.gpu.nvlink_domain else None,
+        ),
         nodes=platform.nodes,
         fabric=platform.fabric,
         scheduler=SchedulerProfile(

@@ -176,8 +176,8 @@ class Platform(pulumi.ComponentResource):
         for m in telemetry.objects(p):
             k8s.apply(m, pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
         self.volcano = Volcano("volcano", VolcanoArgs(p), child) if p.volcano_enabled else None
-        if p.fabric.claims:
-            # The claim templates live in the training namespaces; the GPU Operator must run no device plugin first.
+        if p.fabric.claims or p.gpu.nvlink_domain is not None:
+            # The claim templates (and the jobs' ComputeDomains) live in the training namespaces.
             Dra("dra", DraArgs(p), pulumi.ResourceOptions(parent=self, depends_on=self.namespaces))
         # Kueue's LocalQueues live in the training namespaces.
         self.kueue = (

@@ -38,13 +38,17 @@ def dranet_values(platform: PlatformConfig) -> dict[str, Any]:
 
 
 def gpu_driver_values(platform: PlatformConfig) -> dict[str, Any]:
-    """NVIDIA's GPU DRA driver: GPUs on (past the chart's guard against the device plugin, which the GPU Operator
-    does not run here), ComputeDomains off, the driver root where the GPU Operator's driver container puts it."""
-    v: dict[str, Any] = {
-        "image": {"repository": versions.GPU_DRA_IMAGE_REPOSITORY, "tag": versions.GPU_DRA_IMAGE_TAG},
-        "gpuResourcesEnabledOverride": True,
-        "resources": {"computeDomains": {"enabled": False}},
-    }
+    """NVIDIA's GPU DRA driver, the driver root where the GPU Operator's driver container puts it:
+    - `dra`: GPUs on (past the chart's guard against the device plugin, which the GPU Operator does not run then),
+      ComputeDomains off;
+    - multi-node NVLink: ComputeDomains only, the GPUs staying the device plugin's (as upstream's own MNNVL demo,
+      demo/specs/imex/nvbandwidth-test-job-1.yaml)."""
+    v: dict[str, Any] = {"image": {"repository": versions.GPU_DRA_IMAGE_REPOSITORY, "tag": versions.GPU_DRA_IMAGE_TAG}}
+    if platform.fabric.claims:
+        v["gpuResourcesEnabledOverride"] = True
+        v["resources"] = {"computeDomains": {"enabled": False}}
+    else:
+        v["resources"] = {"gpus": {"enabled": False}}
     if platform.gpu.taint_key != k8s.DEFAULT_GPU_TAINT or platform.health.enabled:
         # As the GPU Operator's operands: the stack's GPU taint and, with node health, the quarantine taint (a
         # quarantined node keeps its plugin, or it never reports healthy again).
@@ -56,7 +60,10 @@ def gpu_driver_values(platform: PlatformConfig) -> dict[str, Any]:
 
 
 def objects(platform: PlatformConfig) -> list[dict[str, Any]]:
-    """The rail DeviceClass and, where Trainer v2 runs, each training namespace's whole-node claim template."""
+    """With `dra`: the rail DeviceClass and, where Trainer v2 runs, each training namespace's whole-node claim
+    template."""
+    if not platform.fabric.claims:
+        return []
     out = [dra.device_class(platform.fabric, k8s.meta(dra.NIC_CLASS, platform.cluster, COMPONENT))]
     if "v2" in platform.job_apis:
         per_node = platform.gpu.per_node
@@ -87,7 +94,28 @@ class Dra(pulumi.ComponentResource):
     def __init__(self, name: str, args: DraArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fastpath:platform:Dra", name, None, opts)
         p = args.platform
-        _, self.dranet = k8s.operator_install(
+        self.dranet = None
+        if p.fabric.claims:
+            self.dranet = self._dranet(p)
+        _, self.gpu_driver = k8s.operator_install(
+            self,
+            p.cluster,
+            COMPONENT,
+            GPU_NAMESPACE,
+            "privileged",
+            "the kubelet plugins prepare GPUs and IMEX channels through CDI from the host's driver",
+            "dra-driver-nvidia-gpu",
+            *mirrors.chart_source(versions.GPU_DRA_CHART, None, p.mirrors),
+            versions.GPU_DRA_VERSION,
+            gpu_driver_values(p),
+        )
+        # The GPU and channel DeviceClasses come with the GPU driver's chart; the rails' and the templates' are ours.
+        after = pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_driver, *k8s.inherited_depends_on(opts)])
+        self.objects = [k8s.apply(m, after) for m in objects(p)]
+        self.register_outputs({"deviceClass": dra.NIC_CLASS if p.fabric.claims else None})
+
+    def _dranet(self, p: PlatformConfig) -> Any:
+        _, release = k8s.operator_install(
             self,
             p.cluster,
             COMPONENT,
@@ -99,19 +127,4 @@ class Dra(pulumi.ComponentResource):
             versions.DRANET_VERSION,
             dranet_values(p),
         )
-        _, self.gpu_driver = k8s.operator_install(
-            self,
-            p.cluster,
-            COMPONENT,
-            GPU_NAMESPACE,
-            "privileged",
-            "the kubelet plugin prepares GPUs through CDI from the host's driver",
-            "dra-driver-nvidia-gpu",
-            *mirrors.chart_source(versions.GPU_DRA_CHART, None, p.mirrors),
-            versions.GPU_DRA_VERSION,
-            gpu_driver_values(p),
-        )
-        # The GPU DeviceClass comes with the GPU driver's chart; the rails' and the templates' are fastpath's.
-        after = pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_driver, *k8s.inherited_depends_on(opts)])
-        self.objects = [k8s.apply(m, after) for m in objects(p)]
-        self.register_outputs({"deviceClass": dra.NIC_CLASS})
+        return release
