@@ -185,6 +185,8 @@ def _sentinel(name: str, hint: object, base: object) -> tuple[object, str | None
         strs = [n for n, h in typing.get_type_hints(args[0]).items() if h in (str, str | None)]
         assert isinstance(base, tuple) and base, f"PodWiring.{name}: the base wiring has none to vary"
         return tuple(dataclasses.replace(x, **dict.fromkeys(strs, marker)) for x in base), marker
+    if hint == (str | None):
+        return marker, marker
     if hint == (dra.FabricClaim | None):
         return dra.FabricClaim(marker, 8, 8, paired=False), marker
     pytest.fail(f"PodWiring.{name} ({hint}): give it a sentinel in tests/test_kinds.py _sentinel")

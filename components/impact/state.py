@@ -218,7 +218,7 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
             for cq in kueue.cluster_queues(p)
         }
     if p.volcano_enabled:
-        facets["volcanoConf"] = digest(volcano.scheduler_conf(p.nodes.topology, p.fabric.claims))
+        facets["volcanoConf"] = digest(volcano.scheduler_conf(p.nodes.topology))
         facets["queues"] = {
             q.name: {"weight": q.weight, "gpus": q.gpus, "reclaimable": q.reclaimable} for q in p.scheduler.queues
         }

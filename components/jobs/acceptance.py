@@ -244,7 +244,8 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
 def queue(acc: AcceptanceConfig, profile: Profile) -> dict:
     """The acceptance job's queue: capped at the largest run, so bring-up never takes the training queues' GPUs
     beyond what one run needs, and not reclaimable mid-run."""
-    gpus = acc.queue_cap(profile.nodes.count, profile.gpu.per_node)
+    # No GPU cap on `dra`: its pods request no nvidia.com/gpu (their GPUs are in their claims), so it would not bind.
+    gpus = None if profile.fabric.claims else acc.queue_cap(profile.nodes.count, profile.gpu.per_node)
     return volcano.queue(QUEUE, profile.cluster, "acceptance", weight=1, reclaimable=False, gpus=gpus)
 
 

@@ -181,6 +181,9 @@ def full_cluster_verdict(r: Resolved, gpus: int) -> str | None:
     sched = r.profile.scheduler
     if not sched.name or r.queue is None or r.queue not in {q.name for q in sched.queues}:
         return None
+    if r.profile.fabric.claims:
+        # Volcano's proportion counts requested nvidia.com/gpu, which a DRA pod does not request.
+        return "not told: this job's GPUs are in its claims, which Volcano's GPU shares do not count"
     if sched.name == "kueue":
         own = [shares.Queue(q.name, q.weight, q.gpus) for q in sched.queues]
         return shares.kueue_full_cluster(own, r.profile.nodes.count, r.profile.gpu.per_node, r.queue, gpus)

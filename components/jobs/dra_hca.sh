@@ -12,6 +12,9 @@
 # (the root bus is the path element under /sys/devices, as Kubernetes' pcieRoot attribute is). Exit 3 (the
 # preflight's code) on a mismatch: the job fails instead of training across the PCIe fabric.
 SYS=${FASTPATH_SYS:-/sys}
+for tool in sed grep tr; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "fastpath: $tool is missing from this image: the claim cannot be read" >&2; exit 3; }
+done
 hcas=""
 roots=""
 for dev in "$SYS"/class/net/*/device/infiniband/*; do
@@ -35,6 +38,9 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   for bus in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader); do
     addr=$(echo "$bus" | tr 'A-F' 'a-f' | sed 's/^0000\(....:\)/\1/')
     gpu_root=$(cd "$SYS/bus/pci/devices/$addr" 2>/dev/null && pwd -P | sed -n 's#.*/devices/\(pci[^/]*\)/.*#\1#p')
+    if [ -z "$gpu_root" ]; then
+      echo "fastpath: GPU $bus: its PCIe root cannot be read under $SYS/bus/pci/devices" >&2; exit 3
+    fi
     case " $roots " in
       *" $gpu_root "*) ;;
       *) echo "fastpath: GPU $bus (PCIe root ${gpu_root:-unknown}) has no NIC of this pod on its root ($roots)" >&2; exit 3 ;;
@@ -42,5 +48,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   done
 fi
 NCCL_IB_HCA="=$hcas"
-export NCCL_IB_HCA
+# The preflight then checks these HCAs' ports (active, link layer) as it does a whole node's.
+PREFLIGHT_HCAS=$(echo "$hcas" | tr ',' ' ')
+export NCCL_IB_HCA PREFLIGHT_HCAS
 exec "$@"

@@ -183,7 +183,9 @@ def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm
     rdma_devices = sum(wiring.resources.values()) + (wiring.claim.nics if wiring.claim is not None else 0)
     hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails), wiring.claim))
     env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
-    if hcas and (layer := fab.kind_row.link_layer) is not None:
+    # (A `dra` pod with part of a node learns its HCAs at start: components/jobs/dra_hca.sh exports them.)
+    claimed = wiring.claim is not None and wiring.claim.paired
+    if (hcas or claimed) and (layer := fab.kind_row.link_layer) is not None:
         env["PREFLIGHT_LINK_LAYER"] = layer
     # The interfaces whose addresses NCCL uses on the rails: the pod's own (net1..), or on the host network, where
     # GIDs are addresses (RoCE), the node's rail netdevs, whose IPv4 addresses are the GIDs NCCL picks (without one

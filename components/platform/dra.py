@@ -33,6 +33,8 @@ def dranet_values(platform: PlatformConfig) -> dict[str, Any]:
     v = {
         "image": {"repository": versions.DRANET_IMAGE_REPOSITORY, "tag": versions.DRANET_IMAGE_TAG},
         "nodeSelector": {k8s.NFD_GPU_LABEL: "true"},
+        # No cloud metadata probing at start on these nodes (cmd/dranet/app.go --cloud-provider-hint).
+        "args": {"cloudProviderHint": "NONE"},
     }
     return k8s.merge_values(v, placement.site_values(versions.DRANET_CHART, platform))
 
@@ -43,7 +45,12 @@ def gpu_driver_values(platform: PlatformConfig) -> dict[str, Any]:
       ComputeDomains off;
     - multi-node NVLink: ComputeDomains only, the GPUs staying the device plugin's (as upstream's own MNNVL demo,
       demo/specs/imex/nvbandwidth-test-job-1.yaml)."""
-    v: dict[str, Any] = {"image": {"repository": versions.GPU_DRA_IMAGE_REPOSITORY, "tag": versions.GPU_DRA_IMAGE_TAG}}
+    v: dict[str, Any] = {
+        "image": {"repository": versions.GPU_DRA_IMAGE_REPOSITORY, "tag": versions.GPU_DRA_IMAGE_TAG},
+        # The DeviceClasses' API, stated: the chart otherwise asks the cluster (templates/_helpers.tpl), which a
+        # preview may not reach.
+        "resourceApiVersion": dra.API,
+    }
     if platform.fabric.claims:
         v["gpuResourcesEnabledOverride"] = True
         v["resources"] = {"computeDomains": {"enabled": False}}
@@ -110,7 +117,13 @@ class Dra(pulumi.ComponentResource):
             gpu_driver_values(p),
         )
         # The GPU and channel DeviceClasses come with the GPU driver's chart; the rails' and the templates' are ours.
-        after = pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_driver, *k8s.inherited_depends_on(opts)])
+        # A claim template's spec cannot change (a new GPU or rail count replaces it, deleted first).
+        after = pulumi.ResourceOptions(
+            parent=self,
+            depends_on=[self.gpu_driver, *k8s.inherited_depends_on(opts)],
+            replace_on_changes=["spec"],
+            delete_before_replace=True,
+        )
         self.objects = [k8s.apply(m, after) for m in objects(p)]
         self.register_outputs({"deviceClass": dra.NIC_CLASS if p.fabric.claims else None})
 

@@ -38,7 +38,7 @@ DEFAULT_PRIORITY_CLASS = profile.DEFAULT_PRIORITY_CLASS
 GANG_ACTIONS = ("gangpreempt", "gangreclaim")
 
 
-def scheduler_conf(topology: TopologyConfig | None = None, dra: bool = False) -> dict:
+def scheduler_conf(topology: TopologyConfig | None = None) -> dict:
     """The volcano-scheduler.conf fastpath installs (chart value `custom.scheduler_config_override`, which
     replaces the chart's file wholesale: volcano-sh/volcano@v1.15.1:installer/helm/chart/volcano/templates/
     scheduler.yaml); with a fabric topology, the plugin that places gangs in its HyperNodes."""
@@ -69,12 +69,9 @@ def scheduler_conf(topology: TopologyConfig | None = None, dra: bool = False) ->
     }
     if topology is not None:
         conf["tiers"][1]["plugins"].append(fabric_topology.VOLCANO_PLUGIN)
-    if dra:
-        # Kubernetes' DRA plugin inside predicates (allocation at scheduling, the claim reserved for the pod); on
-        # only with the DynamicResourceAllocation gate of Volcano's own binary unless stated
-        # (volcano-sh/volcano@v1.15.1:pkg/scheduler/plugins/predicates/predicates.go DynamicResourceAllocationEnable).
-        predicates = next(p for p in conf["tiers"][1]["plugins"] if p["name"] == "predicates")
-        predicates["arguments"] = {"predicate.DynamicResourceAllocationEnable": True}
+    # `dra` needs nothing here: predicates runs Kubernetes' DRA plugin whenever the DynamicResourceAllocation gate is
+    # on, which Volcano aligns to the cluster's version (GA at 1.34: volcano-sh/volcano@v1.15.1:pkg/util/util.go
+    # SetupComponentGlobals); the old `predicate.DynamicResourceAllocationEnable` argument is no longer read.
     return conf
 
 
@@ -97,9 +94,7 @@ def values(platform: PlatformConfig) -> dict:
     with the PodGroup mutation added (the scheduler, controllers and admission webhook are on by default)."""
     v = {
         "custom": {
-            "scheduler_config_override": yaml.safe_dump(
-                scheduler_conf(platform.nodes.topology, platform.fabric.claims), sort_keys=False
-            ),
+            "scheduler_config_override": yaml.safe_dump(scheduler_conf(platform.nodes.topology), sort_keys=False),
             "enabled_admissions": f"{CHART_ADMISSIONS},{PODGROUP_MUTATE}",
             # Off in the chart: during a rollout (a values change, a node drain) the old and the new scheduler then
             # both bind pods for a while, two gangs onto the same GPUs. With it the new one waits for the lease
