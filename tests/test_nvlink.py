@@ -131,3 +131,37 @@ def _job(**kw: object) -> JobSpec:
 def test_a_job_that_cannot_use_the_nvlink_domain_is_refused(job, key, expect):
     found = dict(checks.problems(_job(**job), profile(platform())))
     assert expect in found.get(key, ""), found
+
+
+FABRIC_OK = "GPU 00000009:01:00.0\n    Performance State : P0\n    Fabric\n        State : Completed\n        Status : Success\n        CliqueId : 1\n"
+FABRIC_PENDING = FABRIC_OK.replace("State : Completed", "State : In Progress")
+
+
+@pytest.mark.parametrize(
+    ("channel", "smi", "code", "says"),
+    [
+        (True, FABRIC_OK, 0, ""),
+        (False, FABRIC_OK, 3, "no IMEX channel"),
+        (True, FABRIC_PENDING, 3, "fabric registration is not complete"),
+    ],
+)
+def test_the_pod_checks_its_imex_channel_and_fabric_before_nccl(objs, tmp_path, channel, smi, code, says):
+    """The first step of every multi-node NVLink pod (components/jobs/imex_check.sh): without the channel its
+    ComputeDomain claim injects, or with a GPU whose fabric registration is not complete, it exits 3 (the
+    preflight's code) instead of NCCL failing or hanging at init."""
+    import os
+    import subprocess
+
+    main = workers(objs)["moe-sft"]["spec"]["containers"][0]
+    assert main["command"][:4] == ["sh", "-c", main["command"][2], "fastpath-imex"]
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps-imex-channels").mkdir(parents=True)
+    if channel:
+        (dev / "nvidia-caps-imex-channels" / "channel0").touch()
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text(f"#!/bin/sh\ncat <<'END'\n{smi}END\n")
+    (bin_ / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "FASTPATH_DEV": str(dev), "PATH": f"{bin_}:{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", main["command"][2], "fastpath-imex", "true"], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == code and says in done.stderr, done.stderr

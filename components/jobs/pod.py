@@ -5,6 +5,8 @@ primary-interface annotation from here too."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from components import k8s, versions
 from components.fabric import dra, nccl
 from components.fabric import wiring as fabric
@@ -12,6 +14,7 @@ from components.jobs import telemetry
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels
+from components.jobs.shell import program
 from components.model.profile import Profile
 from components.platform import mirrors
 
@@ -32,6 +35,9 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
     preflight: an init container, or with `preflight_in_main` the first step of the main container (for
     ExitCode replicas, whose operator reads only the main container's exit code)."""
     spec, prof = r.spec, r.profile
+    if r.wiring.imex_template is not None:
+        # Multi-node NVLink: the IMEX channel and the GPUs' fabric checked before anything else runs.
+        command = ["sh", "-c", IMEX_CHECK, "fastpath-imex", *command]
     limits: dict = {"nvidia.com/gpu": r.gpus, "memory": f"{r.memory_gib}Gi", "cpu": r.cpus}
     container: dict = {
         "name": CONTAINER[spec.framework],
@@ -115,6 +121,10 @@ def affinity_key(r: Resolved) -> str:
     if r.placement is not None and topology is not None:
         return topology.key(r.placement.level)
     return r.profile.nodes.affinity_key
+
+
+# A multi-node NVLink pod's first step (imex_check.sh): the IMEX channel and the GPUs' fabric, checked.
+IMEX_CHECK = program(Path(__file__).parent / "imex_check.sh")
 
 
 def compute_domain(r: Resolved) -> dict | None:
