@@ -43,7 +43,7 @@ def test_each_job_gets_its_own_compute_domain_and_claims_its_channel(objs):
         assert {"name": dra.IMEX_CLAIM} in main["resources"]["claims"]
         assert main["resources"]["limits"]["nvidia.com/gpu"] == 4  # the GPUs stay the device plugin's
         env = {e["name"]: e.get("value") for e in main["env"]}
-        assert env["NCCL_MNNVL_ENABLE"] == "1"
+        assert env["NCCL_MNNVL_ENABLE"] == "1" and env["NCCL_CUMEM_ENABLE"] == "1"
 
 
 def place(pod: dict, nodes: dict[str, str], free: list[str], placed: dict[str, str]) -> str | None:
@@ -65,9 +65,10 @@ def place(pod: dict, nodes: dict[str, str], free: list[str], placed: dict[str, s
 
 
 def test_a_job_stays_in_one_clique(objs):
-    """16 trays on 2 racks of 18, the first rack half busy: the gang's first pod lands in rack A, every later pod
-    must follow it there; the pods that do not fit wait (Volcano's gang holds them all back) instead of spilling
-    into rack B, where NCCL could not reach them over NVLink."""
+    """16 trays on 2 racks of 18, the first rack with 10 free: once the gang's first pod is in rack A (Volcano picks
+    its node by score, volcano-sh/volcano@v1.15.1 allocate.go prioritizeNodes), every later pod must follow it
+    there; the pods that do not fit hold the whole gang back instead of spilling into rack B, where NCCL would reach
+    them over the network. The gang waits, even though rack B has room (README: no retry of the other clique)."""
     pod = workers(objs)["llama-pretrain"]
     nodes = {f"a{i:02}": "cluster.0" for i in range(18)} | {f"b{i:02}": "cluster.1" for i in range(18)}
     free = [n for n in nodes if not (n.startswith("a") and int(n[1:]) >= 10)]  # rack A has 10 free trays

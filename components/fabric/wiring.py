@@ -258,10 +258,13 @@ def pod_wiring(
     env = nccl_env(fabric, used, debug)
     if claim is not None and claim.paired and "NCCL_IB_HCA" not in fabric.overrides:
         del env["NCCL_IB_HCA"]
-    if imex_template is not None and "NCCL_MNNVL_ENABLE" not in fabric.overrides:
-        # Required, not automatic (2): init fails at once when the IMEX channel or the clique is wrong, instead of
-        # running over the network (NVIDIA/nccl@v2.30.7-1 src/init.cc MNNVL_ENABLE, src/mnnvl.cc ncclMnnvlCheck).
-        env["NCCL_MNNVL_ENABLE"] = "1"
+    if imex_template is not None:
+        # MNNVL needs cuMem: an image or framework that turns it off (vLLM does) silently sends the traffic over the
+        # network (NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck returns without MNNVL). Required MNNVL (not
+        # automatic, 2) makes a broken IMEX channel fail init (a FABRIC handle that cannot be exported or imported);
+        # the clique is the placement's to keep (components/jobs/pod.py), NCCL would run across cliques.
+        env.setdefault("NCCL_CUMEM_ENABLE", "1")
+        env.setdefault("NCCL_MNNVL_ENABLE", "1")
     return PodWiring(
         annotations=annotations,
         resources=resources,

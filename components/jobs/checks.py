@@ -293,8 +293,8 @@ def clique_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]:
         (
             key,
             f"{spec.max_nodes} nodes are more than one NVLink clique of {clique} (gpu.nvlinkDomain.nodesPerClique): "
-            "NCCL's multi-node NVLink joins only ranks of one clique, and the job's pods must share one; split it "
-            f"into jobs of at most {clique} nodes",
+            "fastpath keeps a job inside one clique, where all its traffic rides NVLink (across cliques NCCL would "
+            f"use the network between them); give at most {clique} nodes",
         ),
     ]
 

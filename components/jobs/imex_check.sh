@@ -6,7 +6,7 @@
 # ncclMnnvlCheck; docs troubleshooting: CUDA error 800 without the channel):
 # - the IMEX channel the job's ComputeDomain claim injects (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
 #   cmd/compute-domain-kubelet-plugin device_state.go applyComputeDomainChannelConfig: /dev/nvidia-caps-imex-channels);
-# - every GPU's fabric registration complete, with the clique the node label named (nvidia-smi -q, Fabric).
+# - every GPU's fabric registration complete (nvidia-smi -q, Fabric State).
 # Exit 3 (the preflight's code): the job fails instead of hanging in NCCL init or running over the network.
 DEV=${FASTPATH_DEV:-/dev}
 if ! ls "$DEV"/nvidia-caps-imex-channels/channel* >/dev/null 2>&1; then

@@ -112,8 +112,10 @@ class NvlinkDomainConfig(Model):
     """Multi-node NVLink (GB200/GB300 NVL72): each job gets a ComputeDomain of NVIDIA's GPU DRA driver (its IMEX
     channel) and its pods stay in one NVLink clique (the `nvidia.com/gpu.clique` node label)."""
 
-    nodes_per_clique: Annotated[int, Field(gt=1, le=72)] = 18
-    """Nodes of one NVLink domain (an NVL72 rack: 18 trays of 4 GPUs). A job larger than that is refused. Default 18."""
+    nodes_per_clique: Annotated[int, Field(gt=1, le=18)] = 18
+    """Nodes of one NVLink domain (an NVL72 rack: 18 trays of 4 GPUs; the ComputeDomain controller's limit per IMEX
+    domain, kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 cmd/compute-domain-controller/main.go
+    defaultMaxNodesPerIMEXDomain). A job larger than that is refused. Default 18."""
     driver_version: Annotated[str, Field(pattern=r"^[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?$")]
     """The GPU driver on the nodes (`580.95.05`): the ComputeDomain daemons need 570.158.01 or later
     (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:cmd/compute-domain-kubelet-plugin/device_state.go

@@ -4,10 +4,10 @@ devices, the DeviceClass that names the rails, and the whole-node claim template
 - kubernetes-sigs/dranet (chart 1.4.0) on the GPU nodes: every NIC as a `dra.net` device with its PCIe root; an
   allocated NIC's netdev moves into the pod with its addresses, and only its RDMA character devices are added
   (pkg/driver/nri_hooks.go). It needs NRI on in containerd (README "On a real cluster").
-- NVIDIA's GPU DRA driver (chart dra-driver-nvidia-gpu 0.4.1) with its GPU kubelet plugin on: it refuses to render
-  beside the device plugin unless told (`gpuResourcesEnabledOverride`), and the GPU Operator then runs no device
-  plugin (components/platform/gpu_operator.py). ComputeDomains (multi-node NVLink) are off: an NVL72 fabric is a
-  later stack's.
+- NVIDIA's GPU DRA driver (chart dra-driver-nvidia-gpu 0.4.1): with `dra` its GPU kubelet plugin on (it refuses to
+  render beside the device plugin unless told, `gpuResourcesEnabledOverride`, and the GPU Operator then runs no
+  device plugin: components/platform/gpu_operator.py) and ComputeDomains off; with multi-node NVLink
+  (gpu.nvlinkDomain) ComputeDomains only, the GPUs staying the device plugin's.
 """
 
 from __future__ import annotations
