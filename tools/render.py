@@ -531,6 +531,8 @@ def jobs_section(jobs: dict) -> str:
         if "runtime" in c:  # a TrainJob: the contract is its effective pod (runtime merged with the job)
             lines.append(f"| runtime | {c['runtime']} |")
             lines.append(f"| faults | {c['faults']} |")
+        if c.get("claims"):
+            lines.append(f"| claims | {c['claims']} |")
         lines.append(f"| networks | {', '.join(c['networks']) or '-'} |")
         lines.append(f"| RDMA resources | {', '.join(f'`{k}`: {v}' for k, v in c['rdmaResources'].items()) or '-'} |")
         lines.append(f"| capabilities | {', '.join(c['capabilities']) or '-'} |")

@@ -28,6 +28,7 @@ def contract(r: Resolved) -> dict:
         "transport": r.wiring.transport,
         "networks": fabric.annotation_networks(r.wiring.annotations),
         "rdmaResources": dict(r.wiring.resources),
+        **_claims(r),
         "capabilities": list(r.wiring.capabilities),
         "shm": f"{r.shm_gib}Gi of {r.memory_gib}Gi memory limit",
         "env": _env(r),
@@ -41,6 +42,17 @@ def contract(r: Resolved) -> dict:
         "faults": fault_summary(r),
         "checkpointDir": r.checkpoint_dir,
     }
+
+
+def _claims(r: Resolved) -> dict[str, str]:
+    """What the pods claim by DRA (components/fabric/dra.py), for review; nothing without claims."""
+    parts = []
+    if (c := r.wiring.claim) is not None:
+        how = "each GPU with the rail NIC on its PCIe root" if c.paired else "every rail"
+        parts.append(f"{c.template}: {c.gpus} GPUs and {c.nics} NICs ({how})")
+    if r.wiring.imex_template is not None:
+        parts.append(f"{r.wiring.imex_template}: the IMEX channel of ComputeDomain {r.spec.name}")
+    return {"claims": "; ".join(parts)} if parts else {}
 
 
 def _env(r: Resolved) -> dict[str, str]:
