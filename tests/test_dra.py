@@ -202,9 +202,9 @@ def test_a_half_node_trainjob_is_refused_for_the_claims_trainer_would_drop():
 def test_the_render_validates_at_the_stacks_kubernetes_version_and_not_before(objs):
     """Strict at 1.34, the stack's kubernetesVersion; at 1.33 resource.k8s.io/v1 does not exist (why config refuses
     `dra` below 1.34)."""
-    from tests.conftest import schema_problems_at
-
     import kubernetes_validate
+
+    from tests.conftest import schema_problems_at
 
     claims = [o for o in objs if o["apiVersion"] == dra.API]
     assert claims
