@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from policies.pods import int_or_none
 from policies.podspecs import PodTemplate
 
 if TYPE_CHECKING:
@@ -170,14 +171,8 @@ class Request:
 
 
 def _count(value: Any) -> int | None:
-    if value is None:
-        return 1
-    if isinstance(value, bool):
-        return None
-    try:
-        return int(value) if isinstance(value, int | float) else int(str(value).strip())
-    except (TypeError, ValueError, OverflowError):
-        return None
+    """An ExactCount request's count: 1 when unset (the API's default), None when unreadable."""
+    return 1 if value is None else int_or_none(value)
 
 
 def _exact(name: str, spec: dict, idx: dict) -> Request:

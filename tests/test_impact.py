@@ -127,6 +127,18 @@ EDITS = [
         "production nominal 160 -> 64",
         ["kueue-reclaim"],
     ),
+    # GPUs by DRA on a live cluster: the device plugin goes, and with it every GPU count the nodes advertise.
+    (
+        "gpu-allocation-dra",
+        "prod-v2",
+        {"kubernetesVersion": "1.34", "fabric.attachment": "dra", "scheduler.queues": lambda q: [{k: v for k, v in x.items() if k != "gpus"} for x in q]},
+        None,
+        # (and the Network Operator, with nothing left to run beside a host DOCA-OFED, is uninstalled: destructive)
+        {"gpu.allocation": "disruptive", "charts.network-operator": "destructive"},
+        "destructive",
+        "stop advertising nvidia.com/gpu",
+        ["gpu-dra"],
+    ),
     # A runtime changed under Kueue stops the TrainJobs that name it (their podsets no longer match the Workload).
     ("kueue-runtime", "prod-kueue", {"trainer.maxRestarts": 7}, None, {"trainer.runtimes": "disruptive"}, "disruptive", "llama-sft (4 nodes)", ["kueue-runtime"]),
     # The topology: new levels are new Kueue objects and, with Topograph, relabelled nodes; on Volcano, new HyperNodes.

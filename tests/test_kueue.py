@@ -4,26 +4,22 @@ a gang larger than its queue's quota, and Topology Aware Scheduling. The rules a
 
 from __future__ import annotations
 
-import functools
-
 import pytest
+import yaml
 
 from components.jobs import topology as job_topology
 from components.platform import kueue
 from tests import kueue_v019 as kq
+from tests.helpers import cfg
+from tools import upstream
 
 STACK = "prod-kueue"
 GANG = 8  # GPUs per node: a gang of n nodes asks n * GANG
 
 
-@functools.cache
-def _objects(rendered) -> list[dict]:
-    return rendered(STACK).objects
-
-
 @pytest.fixture
 def objs(rendered) -> list[dict]:
-    return _objects(rendered)
+    return rendered(STACK).objects
 
 
 def kinds(objs: list[dict], kind: str) -> list[dict]:
@@ -83,7 +79,7 @@ def test_the_manager_config_enables_the_integrations_fastpath_uses_and_only_coun
     """The chart leaves PyTorchJob and TFJob off; batch/job, pod, deployment and statefulset would queue fastpath's
     rendezvous store under the namespace's `default` LocalQueue. The pods also request CPU, memory and RDMA devices,
     which no ClusterQueue covers: under BlockUndeclared (the default) none would ever be admitted."""
-    conf = kueue.manager_config(_platform())
+    conf = kueue.manager_config(cfg(STACK))
     frameworks = set(conf["integrations"]["frameworks"])
     assert {"kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "trainer.kubeflow.org/trainjob"} <= frameworks
     assert not frameworks & {"batch/job", "pod", "deployment", "statefulset", "kubeflow.org/mpijob"}
@@ -98,22 +94,20 @@ def test_the_manager_config_enables_the_integrations_fastpath_uses_and_only_coun
     assert conf["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["research", "training"]
 
 
-def test_a_kueue_stack_renders_nothing_of_volcano(objs):
+def test_a_kueue_stack_renders_nothing_of_volcano(objs, rendered):
     """No Volcano Queue, PodGroup or scheduler name: Volcano is not installed, so its kinds would be refused."""
     assert not [o["kind"] for o in objs if "volcano.sh" in o["apiVersion"]]
-    assert "volcano" not in {p["name"] for p in _rendered_packages()}
+    assert "volcano" not in {p["name"] for p in rendered(STACK).packages}
 
 
-def _rendered_packages():
-    from tests.conftest import _rendered
-
-    return _rendered(STACK).packages
-
-
-def _platform():
-    from tests.helpers import cfg
-
-    return cfg(STACK)
+def test_the_manager_config_keeps_every_chart_default_it_does_not_change():
+    """The chart's value replaces the whole Configuration (kubernetes-sigs/kueue@v0.19.2:charts/kueue/templates/
+    manager/manager-config.yaml parses and re-emits it): every key of the chart's default that fastpath does not
+    set on purpose is restated with the chart's value, so nothing the chart relied on is lost."""
+    chart = yaml.safe_load(yaml.safe_load(upstream.path("values/kueue.values.yaml").read_text())["managerConfig"]["controllerManagerConfigYaml"])
+    ours = kueue.manager_config(cfg(STACK))
+    changed = {"integrations"}  # fastpath's own list (test above says which and why)
+    assert {k: v for k, v in chart.items() if k not in changed} == {k: ours[k] for k in chart if k not in changed}
 
 
 def test_the_pods_never_preempt_one_another(objs):

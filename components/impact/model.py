@@ -85,6 +85,12 @@ UPSTREAM = {
         "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/topology_types.go (levels immutable); "
         "pkg/controller/tas/topology_ungater.go (nodeSelectors set once, at admission)"
     ),
+    # The GPU DRA driver's GPU plugin cannot share a node with the device plugin.
+    "gpu-dra": (
+        "kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/templates/"
+        "validation.yaml; "
+        "NVIDIA/gpu-operator@v26.7.0:controllers/state_manager.go (devicePlugin.enabled)"
+    ),
     # TrainJob podsets are rebuilt from the live runtime on every reconcile and compared with the Workload's.
     "kueue-runtime": (
         "kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/trainjob/trainjob_controller.go (getChildJobSet, PodSets); "
@@ -441,6 +447,32 @@ def _charts(c: Ctx) -> Iterator[Change]:
 def _chart_values_changed(c: Ctx, name: str) -> bool:
     old, new = (c.old.get("charts") or {}).get(name), (c.new.get("charts") or {}).get(name)
     return bool(old and new and old.get("values") != new.get("values"))
+
+
+def _gpu_allocation(c: Ctx) -> Iterator[Change]:
+    """The GPUs move between the device plugin and DRA: the nodes' nvidia.com/gpu count goes (or comes back)."""
+    old, new = c.old.get("gpuAllocation"), c.new.get("gpuAllocation")
+    if old is None or old == new:
+        return
+    yield Change(
+        id="gpu.allocation",
+        cls="disruptive",
+        what=f"GPU allocation {old} -> {new}",
+        consequence=(
+            "the GPU Operator's device plugin is "
+            + (
+                "removed: the nodes stop advertising nvidia.com/gpu, so a pod that counts GPUs (any job not in this "
+                "stack) no longer schedules, while"
+                if new == "claims"
+                else "back: NVIDIA's GPU DRA driver's GPUs go, so a pod that claims GPUs no longer schedules, while"
+            )
+            + " running pods keep the GPUs they hold; the GPU DRA driver refuses a node where both run "
+            "(kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 templates/validation.yaml), so switch with the nodes "
+            f"drained of training; {gangs_text(c.gangs(), 'restarted')}"
+        ),
+        upstream=(UPSTREAM["gpu-dra"],),
+        keys=c.keys("fabric.attachment", "kubernetesVersion"),
+    )
 
 
 def _driver_mode(c: Ctx) -> Iterator[Change]:
@@ -922,6 +954,7 @@ RULES: tuple[Rule, ...] = (
     _cluster,
     _sriov,
     _sriov_pool,
+    _gpu_allocation,
     _driver_mode,
     _charts,
     _nic_operands,
@@ -943,7 +976,7 @@ RULES: tuple[Rule, ...] = (
 FACETS_READ = (
     "cluster namespaces namespaceSecurity gpuDriver charts nicClusterPolicy ofedDriver ipPools sriovPolicies "
     "sriovPool attachments preflight volcanoConf queues storageClass claims runtimes jobs acceptance operations "
-    "scheduler topology kueueQueues"
+    "scheduler topology kueueQueues gpuAllocation"
 ).split()
 
 

@@ -196,6 +196,8 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
             for o in component.training_namespaces(p)
         },
         "gpuDriver": _gpu_driver(p),
+        # Who hands pods their GPUs: the device plugin (a count) or NVIDIA's DRA driver (claims, `dra`).
+        "gpuAllocation": "claims" if p.fabric.claims else "device-plugin",
         "charts": _charts(p),
         **_network_facets(p),
         # The script, not how many namespaces carry it.

@@ -70,6 +70,8 @@ def mpirun_command(r: Resolved) -> list[str]:
 LAUNCH = program(HERE / "pytorch_worker.sh")
 # Before it, on a `dra` pod with part of a node: NCCL_IB_HCA from the NICs the claim gave (dra_hca.sh).
 DRA_HCA = program(HERE / "dra_hca.sh")
+# First of all, on a multi-node NVLink pod: its IMEX channel and its GPUs' fabric checked (imex_check.sh).
+IMEX_CHECK = program(HERE / "imex_check.sh")
 LAUNCHER = program(HERE / "mpi_launcher.sh")
 # Seconds a v2 launcher whose mpirun failed waits before failing: room for an evicted node's Job to fail first, with
 # its DisruptionTarget reason.

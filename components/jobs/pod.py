@@ -5,16 +5,14 @@ primary-interface annotation from here too."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from components import k8s, versions
 from components.fabric import dra, nccl
 from components.fabric import wiring as fabric
 from components.jobs import telemetry
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
+from components.jobs.launch import IMEX_CHECK
 from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels
-from components.jobs.shell import program
 from components.model.profile import Profile
 from components.platform import mirrors
 
@@ -121,10 +119,6 @@ def affinity_key(r: Resolved) -> str:
     if r.placement is not None and topology is not None:
         return topology.key(r.placement.level)
     return r.profile.nodes.affinity_key
-
-
-# A multi-node NVLink pod's first step (imex_check.sh): the IMEX channel and the GPUs' fabric, checked.
-IMEX_CHECK = program(Path(__file__).parent / "imex_check.sh")
 
 
 def compute_domain(r: Resolved) -> dict | None:

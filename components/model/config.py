@@ -1088,8 +1088,7 @@ class PlatformConfig(Model):
         """What the `dra` attachment needs, refused with the reason (components/fabric/dra.py)."""
         if not self.fabric.claims:
             return
-        minor = int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
-        if minor is None or minor < 34:
+        if self.kubernetes_minor < 34:
             raise ValueError(
                 f"fabric.attachment 'dra' claims GPUs and NICs through resource.k8s.io/v1, GA in Kubernetes 1.34 "
                 f"(kubernetesVersion is {self.kubernetes_version or 'not set'}): set kubernetesVersion to the "
@@ -1133,8 +1132,7 @@ class PlatformConfig(Model):
                 "acceptance.enabled with gpu.nvlinkDomain: the acceptance's floors are the network's, and an NVLink "
                 "domain's are not known here yet; turn acceptance off"
             )
-        minor = int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
-        if minor is None or minor < 34:
+        if self.kubernetes_minor < 34:
             raise ValueError(
                 "gpu.nvlinkDomain claims an IMEX channel through resource.k8s.io/v1 (Kubernetes 1.34): set "
                 "kubernetesVersion to the cluster's, 1.34 or later"
@@ -1155,6 +1153,11 @@ class PlatformConfig(Model):
                 "Kueue v0.19.2 does not admit (its kubeflow.org/mpijob integration is mpi-operator's v2beta1); serve "
                 "Trainer v2 (jobApi 'both' or 'v2', the acceptance then runs as a TrainJob) or turn acceptance off"
             )
+
+    @property
+    def kubernetes_minor(self) -> int:
+        """The minor version of the stated kubernetesVersion; 0 when not stated (nothing that needs one may run)."""
+        return int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else 0
 
     @property
     def acceptance_api(self) -> JobApi:
