@@ -40,6 +40,11 @@ CASES = [
     ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300"], 0, "ib", True, False, None),
     ("ib_rail_missing", ["--expect", "ib", "--min-busbw", "300", "--rails", "8"], 1, "ib", True, False, "NCCL found 7 of 8 rails' NICs on llm-ib-worker-0 (mlx5_0:1, mlx5_3:1, mlx5_4:1, "),
     ("socket_fallback_with_networks", ["--expect", "ib", "--rails", "2"], 1, "socket", False, True, "NCCL found 0 of 2 rails' NICs on llm-ib-worker-0 (none)"),
+    # GB200 NVL72, two trays of one clique (fastpath's own logs, shaped by NVIDIA/nccl@v2.30.7-1 src/init.cc, src/mnnvl.cc,
+    # src/transport/p2p.cc): a network run (NCCL_MNNVL_ENABLE=0) is the network's, and not multi-node NVLink.
+    ("mnnvl_off_network", ["--expect", "ib", "--min-busbw", "150", "--rails", "4"], 0, "ib", True, False, None),
+    ("mnnvl_off_network", ["--expect", "mnnvl"], 1, "ib", True, False, "a multi-node NVLink run went over ib: NCCL_MNNVL_ENABLE=0 turned it off"),
+    ("mnnvl_no_imex_channel", ["--expect", "mnnvl", "--ranks", "8"], 1, "ib", None, False, "the pod has no IMEX channel (its ComputeDomain claim"),
 ]
 
 
@@ -537,10 +542,11 @@ EXPECT_FAILS = [
 def test_every_transport_of_the_kinds_table_has_a_healthy_log():
     from components.fabric.kinds import TRANSPORTS
 
-    assert EXPECT == (*TRANSPORTS, "local")
-    missing = sorted(set(TRANSPORTS) - {p.stem for p in EXPECT_LOGS.glob("*.log")})
+    assert EXPECT == (*TRANSPORTS, "local", "mnnvl")
+    multi_node = {*TRANSPORTS, "mnnvl"}  # every --expect but local has a healthy multi-node log
+    missing = sorted(multi_node - {p.stem for p in EXPECT_LOGS.glob("*.log")})
     assert not missing, f"add tests/ncclcheck/expect/<transport>.log (an NCCL_DEBUG=INFO log of a healthy multi-node run) for {missing}"
-    assert sorted(p.stem for p in EXPECT_LOGS.glob("*.log")) == sorted(TRANSPORTS)
+    assert sorted(p.stem for p in EXPECT_LOGS.glob("*.log")) == sorted(multi_node)
 
 
 @pytest.mark.parametrize("transport", sorted(p.stem for p in EXPECT_LOGS.glob("*.log")))
@@ -778,3 +784,15 @@ def test_rails_must_be_a_count(capsys, value):
     with pytest.raises(SystemExit) as exc:
         main([str(LOGS / "roce.log"), "--rails", value])
     assert exc.value.code == 2 and "--rails" in capsys.readouterr().err
+
+
+def test_a_one_tray_run_under_mnnvl_is_local_and_two_trays_are_mnnvl():
+    """NCCL labels every P2P connection of an MNNVL communicator P2P/MNNVL, within a tray too (NVIDIA/nccl@v2.30.7-1
+    src/transport/p2p.cc p2pSendSetup), so the label alone is not multi-node: one host's lines are a local run."""
+    text = (LOGS / "expect" / "mnnvl.log").read_text()
+    one_tray = "\n".join(line for line in text.splitlines() if "gb200-tray-07" not in line)
+    r = parse_text(one_tray)
+    assert (r.transport, r.mnnvl, r.clique_size) == ("local", True, 72)
+    assert parse_text(text).transport == "mnnvl"
+    # A communicator that says MNNVL 0 is not an MNNVL run, whatever a channel line claims.
+    assert parse_text(text.replace("MNNVL 1\n", "MNNVL 0\n")).transport != "mnnvl"

@@ -107,7 +107,6 @@ def test_the_gpu_dra_driver_runs_compute_domains_only():
 REFUSED = [
     ({"gpu__nvlinkDomain__driverVersion": "570.124.06"}, ["570.158.01 or later"]),
     ({"kubernetesVersion": "1.33"}, ["resource.k8s.io/v1", "1.34"]),
-    ({"jobApi": "v2"}, ["ComputeDomain per job", "jobApi v1"]),
     ({"acceptance": {"enabled": True}}, ["acceptance.enabled with gpu.nvlinkDomain"]),
     ({"fabric__attachment": "dra"}, ["share no PCIe root"]),
 ]

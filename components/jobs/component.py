@@ -18,9 +18,10 @@ from components.jobs.files import files_configmap
 from components.jobs.operator_v1 import BUILDERS, rendezvous
 from components.jobs.pod import compute_domain, fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
-from components.jobs.trainjob import train_job
+from components.jobs.trainjob import own_runtime, train_job
 from components.model.job import JobSpec
 from components.model.profile import Profile
+from components.platform.trainer import RUNTIME_IMMUTABLE
 
 # runPolicy fields the Training Operator reads only when a job ends (kubeflow/trainer@v1.9.4:pkg/controller.v1/
 # common/job.go CleanupJob, DeletePodsAndServices): an edit of them is patched in place, not a new run.
@@ -109,6 +110,13 @@ class TrainingJob(pulumi.ComponentResource):
                 parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
             )
             depends_on = k8s.plus(depends_on, k8s.apply(domain, opts_domain))
+        if resolved.api == "v2" and resolved.wiring.imex_template is not None:
+            # Its own TrainingRuntime (trainjob.own_runtime), before the TrainJob that names it; replaced as the
+            # cluster runtimes are (a running TrainJob keeps its snapshot).
+            opts_runtime = pulumi.ResourceOptions(
+                parent=self, depends_on=depends_on, replace_on_changes=RUNTIME_IMMUTABLE, delete_before_replace=True
+            )
+            depends_on = k8s.plus(depends_on, k8s.apply(own_runtime(resolved), opts_runtime))
         if (claim := fabric_claim_template(resolved)) is not None:  # before the pods that claim from it
             # A template's spec cannot change: a new one (a new GPU count) replaces it, as the job is replaced.
             opts_claim = pulumi.ResourceOptions(

@@ -20,9 +20,9 @@ from components.fabric import dra
 from components.fabric import wiring as fabric
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
-from components.jobs.launch import MPI_LAUNCH, mpirun_command, torchrun_command
+from components.jobs.launch import IMEX_CHECK, MPI_LAUNCH, mpirun_command, torchrun_command
 from components.jobs.pod import pod_preflight_env, primary_interface
-from components.jobs.resolve import Resolved, job_meta
+from components.jobs.resolve import JOB_LABEL, Resolved, job_meta
 from components.jobs.runtime_v2 import build, controller
 from components.jobs.runtime_v2.build import NodeShape
 from components.jobs.sizing import sizing
@@ -34,9 +34,13 @@ V2_FRAMEWORK = {"pytorch": "torch", "mpi": "mpi"}  # tensorflow has no v2 runtim
 RUNTIME_COMPONENT = "trainer"
 
 
-def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
+def node_shape(profile: Profile, framework: str, tier: str | None, imex_template: str | None = None) -> NodeShape:
     """A whole node of this cluster as a runtime's pods see it: every GPU on every rail, sized as a whole-node v1
-    job, with the preflight, checkpoint claim, placement, gang scheduler and the platform's failure policy."""
+    job, with the preflight, checkpoint claim, placement, gang scheduler and the platform's failure policy.
+
+    On a multi-node NVLink cluster, with `imex_template` (one job's own runtime) the pods claim that ComputeDomain's
+    IMEX channel, check it first and stay in one clique; without it (the cluster-wide runtimes a hand-written
+    TrainJob names) they have no channel, so NCCL is told to leave MNNVL off and use the network."""
     trainer = profile.trainer
     assert trainer is not None, "runtimes are built for clusters serving v2"
     image = trainer.mpi_image if framework == "mpi" else trainer.image
@@ -44,7 +48,16 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
     gpus, memory, shm, cpus = sizing(JobSpec(name="runtime", image=image, command=["true"], nodes=1), profile)
     # No namespace in the Multus annotation: one cluster-wide runtime serves every training namespace, each with
     # its own network attachments.
-    wiring = fabric.pod_wiring(profile.fabric, None, gpus, profile.gpu.per_node, claim_template=dra.RUNTIME_TEMPLATE)
+    wiring = fabric.pod_wiring(
+        profile.fabric,
+        None,
+        gpus,
+        profile.gpu.per_node,
+        claim_template=dra.RUNTIME_TEMPLATE,
+        imex_template=imex_template,
+    )
+    if profile.gpu.clique_nodes and imex_template is None:
+        wiring = replace(wiring, env={**wiring.env, "NCCL_MNNVL_ENABLE": "0"})
     sched, cp, pf = profile.scheduler, profile.checkpoints, profile.preflight
     return NodeShape(
         wiring=wiring,
@@ -61,6 +74,8 @@ def node_shape(profile: Profile, framework: str, tier: str | None) -> NodeShape:
         queue=None if not sched.name or sched.namespace_queues else sched.default_queue,
         priority_class=tier if sched.name else None,
         topology_key=profile.nodes.affinity_key,
+        imex_check=IMEX_CHECK if imex_template is not None else None,
+        clique_key=dra.CLIQUE_LABEL if imex_template is not None else None,
         **_placement(profile, framework),
         checkpoint_claim=cp.claim if cp else None,
         checkpoint_mount=cp.mount_root if cp else "/checkpoints",
@@ -118,13 +133,22 @@ def acceptance_runtime(profile: Profile) -> dict:
 
 
 def runtime_of(r: Resolved) -> str:
+    """The runtime a TrainJob names: its own TrainingRuntime on a multi-node NVLink cluster, else the cluster's."""
+    if r.wiring.imex_template is not None:
+        return own_runtime_name(r)
     return runtime_name(V2_FRAMEWORK[r.spec.framework], r.priority_class)
+
+
+def own_runtime_name(r: Resolved) -> str:
+    return f"{r.spec.name}-runtime"
 
 
 def _trainer_env(r: Resolved) -> list[dict]:
     """What the TrainJob adds to the runtime's env: the job's own variables and deliberate overrides (NCCL_DEBUG
     with debugNccl included), merged by name into the `node` container; secrets by reference."""
-    base = fabric.pod_wiring(r.profile.fabric, None, r.gpus, r.profile.gpu.per_node).env
+    base = fabric.pod_wiring(
+        r.profile.fabric, None, r.gpus, r.profile.gpu.per_node, imex_template=r.wiring.imex_template
+    ).env
     env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items() if base.get(k) != v and k != "CHECKPOINT_DIR"]
     env += [
         {"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
@@ -182,6 +206,7 @@ def train_job(r: Resolved) -> dict:
         resources_per_node=resources,
         queue=queue,
         labels=job_meta(r)["labels"],
+        runtime_kind="TrainingRuntime" if r.wiring.imex_template is not None else "ClusterTrainingRuntime",
     )
     if env := _trainer_env(r):
         job["spec"]["trainer"]["env"] = env
@@ -194,4 +219,18 @@ def train_job(r: Resolved) -> dict:
 
 
 def job_runtime(r: Resolved) -> dict:
-    return runtime(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class)
+    """The runtime a v2 job's TrainJob names (runtime_of)."""
+    if r.wiring.imex_template is None:
+        return runtime(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class)
+    return own_runtime(r)
+
+
+def own_runtime(r: Resolved) -> dict:
+    """A v2 job's own TrainingRuntime on a multi-node NVLink cluster: the cluster runtime of its framework and tier
+    whose pods claim the IMEX channel of the job's ComputeDomain. Trainer v2.3.0 lets a TrainJob add no claim (no
+    `resourceClaimsPerNode`, KEP-2782, and a runtime patch takes none), and a cluster-wide runtime can only name one
+    template for every job, where each job's domain makes its own (components/fabric/dra.py compute_domain)."""
+    framework = V2_FRAMEWORK[r.spec.framework]
+    labels = {**k8s.labels(r.profile.cluster, RUNTIME_COMPONENT), JOB_LABEL: r.spec.name}
+    shape = node_shape(r.profile, framework, r.priority_class, imex_template=r.wiring.imex_template)
+    return build.cluster_training_runtime(own_runtime_name(r), framework, shape, labels=labels, namespace=r.namespace)

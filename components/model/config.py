@@ -1122,11 +1122,6 @@ class PlatformConfig(Model):
                 "(kubernetes-sigs/dranet@v1.4.0 examples/oci_oke_examples/BM.GPU.GB200-v3.4), so the rails cannot be "
                 "paired by it; use rdma-only or sriov for the rails"
             )
-        if self.job_api != "v1":
-            raise ValueError(
-                "gpu.nvlinkDomain needs a ComputeDomain per job, which a Trainer v2.3.0 TrainJob cannot name (its "
-                "runtime holds the claims; runtimePatches take none): use jobApi v1"
-            )
         if self.acceptance.enabled:
             raise ValueError(
                 "acceptance.enabled with gpu.nvlinkDomain: the acceptance's floors are the network's, and an NVLink "

@@ -1,10 +1,10 @@
 """Read NCCL_DEBUG=INFO logs and nccl-tests output and say what happened, and whether it is the fast path.
 
     python -m tools.ncclcheck LOG... [--expect TRANSPORT] [--min-busbw GBPS] [--warn-busbw GBPS] [--ranks N]
-                              [--section NODES] [--bootstrap IFACE] [--rails N] [--allow-no-gdr]
+                              [--section NODES[/OVER]] [--bootstrap IFACE] [--rails N] [--allow-no-gdr]
                               [--format text|json]
 
-TRANSPORT is one a fabric kind of components/fabric/kinds.py names, or `local` (`-h` lists them).
+TRANSPORT is one a fabric kind of components/fabric/kinds.py names, `local`, or `mnnvl` (`-h` lists them).
 
 Reports the transport each channel used (NET/IB with or without GDRDMA, the HPC-X plugin's NET/IBext*, aws-ofi-nccl's
 NET/Libfabric, NET/AWS Libfabric and NET/OFI, a kind's own net plugin's modules (kinds.py `net_modules`), NET/Socket,
@@ -33,7 +33,13 @@ cannot be read.
 Logs are read in blocks of whole lines, in bounded memory whatever their size; prefixes that launchers and log
 collectors put before each line (Open MPI `[1,0]<stdout>:`, `kubectl logs --timestamps` and `--prefix`, NCCL's own
 `[%F %T]` timestamps, Slurm `--label`) are ignored. --section N reads only the N-node run of a fastpath acceptance log
-(between its marker lines).
+(between its marker lines); --section N/nvlink its N-node run over multi-node NVLink.
+
+Multi-node NVLink (GB200/GB300 NVL72): a multi-node run whose connections are all `P2P/MNNVL` is `mnnvl` (NCCL's
+communicator line says `MNNVL 1`; the whole clique counts as one NCCL node). Under `--expect mnnvl` a run that went
+over the network fails with why NCCL left MNNVL off (NCCL_MNNVL_ENABLE=0, cuMem off, a GPU's fabric registration
+not complete, another clique); under a network `--expect` a run over MNNVL fails: it measured NVLink, not the
+network.
 
 The package, in the order a log goes through it: parse.py (what one line says: the line grammar and the `Report`),
 bulk.py (the block reader, which judges each distinct line shape once with the grammar), judge.py (the verdict from

@@ -28,10 +28,9 @@ from tools.ncclcheck.parse import (
     NNODES_MANY,
     NO_IB_DEVICE,
     NRANKS,
-    SECTION_BEGIN,
-    SECTION_END,
     Parser,
     Report,
+    section_markers,
     strip_prefix,
     transport_name,
 )
@@ -456,6 +455,8 @@ class Shape:
             probe.table,
             probe.avg_count,
             r.peak_busbw_gbps,
+            r.mnnvl,
+            r.clique_size,
         ) != (
             blank.nccl_version,
             blank.failures,
@@ -465,6 +466,8 @@ class Shape:
             blank.ofi_provider,
             None,
             0,
+            None,
+            None,
             None,
         ):
             return slow
@@ -591,7 +594,7 @@ def read_blocks(path: Path, chunk_size: int = CHUNK) -> Iterator[bytes | str]:
 
 def parse_files(
     paths: Iterable[Path],
-    section: int | None = None,
+    section: str | int | None = None,
     chunk_size: int = CHUNK,
     bootstrap: bool = True,
     devices: bool = True,
@@ -607,7 +610,7 @@ def parse_files(
         for block in blocks():
             parser.feed(block) if isinstance(block, str) else parser.feed_block(block)
         return parser.report(), True
-    begin, end = SECTION_BEGIN.format(n=section), SECTION_END.format(n=section)
+    begin, end = section_markers(section)
     found = inside = False
     for block in blocks():
         for lines, marker in _around_markers(block):

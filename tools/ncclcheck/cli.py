@@ -13,7 +13,7 @@ from pathlib import Path
 from tools import ncclcheck
 from tools.ncclcheck.bulk import keep_freed_memory, parse_files
 from tools.ncclcheck.judge import EXPECT, judge, missing_section
-from tools.ncclcheck.parse import Report
+from tools.ncclcheck.parse import Report, section_markers
 
 
 def to_json(r: Report) -> dict:
@@ -84,6 +84,15 @@ def positive(text: str) -> int:
     return value
 
 
+def section(text: str) -> str:
+    """An argparse type: an acceptance log's section, `4` or `4/nvlink` (parse.section_markers)."""
+    try:
+        section_markers(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Read the logs, judge them, print the report; the exit code (0 pass or warn, 1 fail or incomplete, 2 a log
     that cannot be read)."""
@@ -97,7 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--min-busbw", type=float, help="floor for the peak bus bandwidth, GB/s")
     ap.add_argument("--warn-busbw", type=float, help="warn (exit 0) under this peak bus bandwidth, GB/s")
-    ap.add_argument("--section", type=int, metavar="NODES", help="judge only the NODES-node run of an acceptance log")
+    ap.add_argument(
+        "--section",
+        type=section,
+        metavar="NODES[/OVER]",
+        help="judge only the NODES-node run of an acceptance log (NODES/nvlink: its run over multi-node NVLink)",
+    )
     ap.add_argument("--ranks", type=int, help="ranks that must reach Init COMPLETE (default: nranks in the log)")
     ap.add_argument(
         "--bootstrap",

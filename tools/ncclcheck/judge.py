@@ -5,10 +5,11 @@ run with GPUDirect RDMA are read off the kinds table (components/fabric/kinds.py
 from __future__ import annotations
 
 from components.fabric.kinds import KINDS, TRANSPORTS
-from tools.ncclcheck.parse import IB, LOCAL, NO_DEBUG, OTHER_PROVIDER, ROCE, SECTION_BEGIN, SOCKET, Report
+from tools.ncclcheck.parse import IB, LOCAL, MNNVL, NO_DEBUG, OTHER_PROVIDER, ROCE, SOCKET, Report, section_markers
 
-# What --expect accepts: each fabric kind's transport, and `local` for a one-node run (P2P/SHM only).
-EXPECT = (*TRANSPORTS, LOCAL)
+# What --expect accepts: each fabric kind's transport, `local` for a one-node run (P2P/SHM only) and `mnnvl` for a
+# multi-node run inside one NVLink clique.
+EXPECT = (*TRANSPORTS, LOCAL, MNNVL)
 # Transports that must run with GPUDirect RDMA.
 RDMA_TRANSPORTS = frozenset(kind.transport for kind in KINDS.values() if kind.rdma)
 
@@ -61,6 +62,18 @@ def judge(
             failed.append(
                 "NCCL fell back to TCP sockets: no RDMA device and no secondary networks in the pod; "
                 "request the fabric's RDMA resources and networks (fastpath wires them from the profile)"
+            )
+        elif expect == MNNVL and r.channels:
+            failed.append(f"a multi-node NVLink run went over {r.transport}: {mnnvl_off_reason(r)}")
+        elif expect == MNNVL and not r.failures:
+            absent.append(
+                "transport: not in this log (no channel lines: NCCL connected nothing, or ran without "
+                "NCCL_DEBUG=INFO); multi-node NVLink cannot be confirmed"
+            )
+        elif r.transport == MNNVL:
+            failed.append(
+                f"the run went over multi-node NVLink, not {expect}: the network was not measured; set "
+                "NCCL_MNNVL_ENABLE=0 for a network run inside an NVLink clique"
             )
         elif expect == LOCAL:
             failed.append(
@@ -142,6 +155,22 @@ def judge(
     if r.verdict == "pass" and warned:
         r.verdict, r.reasons = "warn", warned
     return r
+
+
+def mnnvl_off_reason(r: Report) -> str:
+    """Why NCCL left multi-node NVLink off, from what the log shows (NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc
+    ncclMnnvlCheck returns without it, silently, when cuMem is off, a GPU's fabric state is not COMPLETED or the
+    cluster UUID is zero; src/graph/paths.cc ncclTopoCheckMNNVL: peers of another clique are not P2P)."""
+    if r.env.get("NCCL_MNNVL_ENABLE") == "0":
+        return "NCCL_MNNVL_ENABLE=0 turned it off"
+    if r.env.get("NCCL_CUMEM_ENABLE") == "0":
+        return "NCCL_CUMEM_ENABLE=0: MNNVL needs cuMem"
+    return (
+        "NCCL did not enable MNNVL"
+        + (" (its communicator lines say MNNVL 0)" if r.mnnvl is False else "")
+        + ": a GPU whose fabric registration is not Completed (nvidia-smi -q, Fabric), ranks in different NVLink "
+        "cliques (the nodes' nvidia.com/gpu.clique labels), or cuMem turned off by the framework"
+    )
 
 
 def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[str]) -> None:
@@ -252,11 +281,13 @@ def _judge_ranks(r: Report, ranks: int | None, failed: list[str], absent: list[s
         notes.append(f"ranks initialised: {why}")
 
 
-def missing_section(r: Report, section: int) -> Report:
-    """The verdict when the log holds no `section`-node run: incomplete, naming the marker line not found."""
+def missing_section(r: Report, section: str | int) -> Report:
+    """The verdict when the log holds no `section` run: incomplete, naming the marker line not found."""
     r.verdict = "incomplete"
+    begin, _ = section_markers(section)
+    nodes, _, over = str(section).partition("/")
     r.reasons = r.not_in_log = [
-        f"no {section}-node run in this log (no '{SECTION_BEGIN.format(n=section)}' line): the "
-        "launcher stopped before it, or this is another job's log"
+        f"no {nodes}-node run{f' over {over}' if over else ''} in this log (no '{begin}' line): the launcher "
+        "stopped before it, or this is another job's log"
     ]
     return r

@@ -86,6 +86,13 @@ DATATYPE = re.compile(r"[a-z][a-z0-9_]{0,15}")
 # (pattern, what it means and which knob fixes it). The reason quotes the first line that matched.
 FAILURES = [
     (
+        # NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck: a FABRIC handle that cannot be allocated, exported or
+        # imported fails init, unless NCCL_MNNVL_ENABLE=0.
+        re.compile(r"MNNVL \(cliqueSize \d+\) is available but not working"),
+        "multi-node NVLink is there but not working: the pod has no IMEX channel (its ComputeDomain claim, "
+        "/dev/nvidia-caps-imex-channels) or the domain's IMEX daemons are not up (the ComputeDomain's status)",
+    ),
+    (
         re.compile(r"Watchdog caught collective operation timeout|Timeout|timed out|timeout", re.I),
         "a timeout: a rank never joined or the network path between pods is blocked; check that every pod started "
         "(gang scheduling) and that NCCL_SOCKET_IFNAME names the interface that routes between pods",
@@ -191,7 +198,7 @@ MAX_WARNINGS = 5
 QUOTE = 160  # characters of a log line quoted in a reason
 FAILURE_HINT = re.compile(
     r"WARN|Watchdog|rror|ailure|ailed|imeout|imed out|No device found|No space left|ismatch|socket|empty list"
-    r"|Connection|exited|fe80:"
+    r"|Connection|exited|fe80:|not working"
 )
 
 NO_DEBUG = "run with NCCL_DEBUG=INFO"
@@ -205,6 +212,8 @@ PLUGIN_TRANSPORTS: dict[str, Transport] = {m.lower(): k.transport for k in KINDS
 PLUGIN = "plugin"
 # A one-node run's transport (P2P and SHM only): what --expect names beside the fabric kinds' transports.
 LOCAL = "local"
+# A multi-node run whose every connection is multi-node NVLink (GB200/GB300 NVL72): also what --expect names.
+MNNVL = "mnnvl"
 # aws-ofi-nccl on another libfabric provider than EFA's (Slingshot's cxi, tcp): `libfabric/<provider>`.
 OTHER_PROVIDER = "libfabric/"
 EFA_PROVIDER = "efa"  # libfabric's name for its EFA provider
@@ -226,10 +235,19 @@ INIT_HOST = re.compile(
 # A communicator's node count (`comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8`, NCCL 2.19 on): more than one.
 NNODES_MANY = re.compile(r"\bnNodes (?:[2-9]|[1-9]\d{1,6})\b")
 
+# Multi-node NVLink (NVIDIA/nccl@v2.30.7-1): each rank's communicator line ends with its MNNVL flag (src/init.cc
+# initTransportsRank: `comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d`; the clique counts as
+# one node), a rank whose check passed names its clique (src/mnnvl.cc ncclMnnvlCheck: `MNNVL %d cliqueId %x
+# cliqueSize %d cliqueRank %d nvlDomainSize %d`), and its P2P connections are `via P2P/MNNVL` (src/transport/p2p.cc
+# p2pSendSetup: `P2P/%s` with MNNVL or CUMEM), within a tray too.
+COMM_MNNVL = re.compile(r"\blocalRank \d{1,9} MNNVL ([01])\b")
+MNNVL_CLIQUE = re.compile(r"\bMNNVL \d{1,3} cliqueId [0-9a-fA-F]{1,8} cliqueSize (\d{1,5})\b")
+MNNVL_CHANNEL = "P2P/MNNVL"
+
 
 @dataclass
 class Report:
-    transport: str = "unknown"  # ib, roce, efa, socket, local (single node: P2P/SHM only), unknown
+    transport: str = "unknown"  # ib, roce, efa, socket, local (single node: P2P/SHM only), mnnvl, unknown
     gdr: bool | None = None  # GDRDMA on the NET channel lines; None: the log has no NET channel line to show it
     fell_back_to_socket: bool = False
     nranks: int | None = None
@@ -261,6 +279,8 @@ class Report:
     fewest_nics: list[str] | None = None  # the shortest NIC list one process printed; None: no process printed one
     fewest_nics_host: str = ""  # the host of the process that printed it
     multi_host: bool = False  # NCCL init lines of two hosts or more (a multi-node run, whatever its channels show)
+    mnnvl: bool | None = None  # the communicator lines' MNNVL flag: False once one says 0; None: no such line
+    clique_size: int | None = None  # GPUs of the NVLink clique NCCL's MNNVL check found (the largest printed)
     rdma_absent: list[str] = field(default_factory=list)  # RDMA_ABSENT meanings seen, quoting their first line
     failure_seen: set[str] = field(default_factory=set)  # meanings already reported (each once)
     quoted_warn: set[str] = field(default_factory=set)  # ... whose quote is an NCCL WARN line
@@ -437,9 +457,18 @@ class Parser:
                 self.complete.add(int(m.group(1)))
             if m := NRANKS.search(line):
                 r.nranks = max(r.nranks or 0, int(m.group(1)))
+        if "MNNVL" in line:
+            self._mnnvl(line)
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
                 r.env[m.group(1)] = m.group(2)
+
+    def _mnnvl(self, line: str) -> None:
+        r = self.r
+        if m := COMM_MNNVL.search(line):
+            r.mnnvl = m.group(1) == "1" and r.mnnvl is not False
+        if m := MNNVL_CLIQUE.search(line):
+            r.clique_size = max(r.clique_size or 0, int(m.group(1)))
 
     def _nic_line(self, line: str) -> None:
         """A line of NCCL's IB transport: one process's NIC list (`NET/IB : Using ...`, or none found), if it is one.
@@ -524,12 +553,18 @@ class Parser:
         names = channel_nets if self.channels and not (local_only and r.multi_host) else self.networks
         if local_only and r.multi_host and not names and self.link_layers:
             names = {"IB"}
+        # Every connection of a multi-node run over multi-node NVLink: the network picked at init carries nothing.
+        mnnvl = r.multi_host and local_only and MNNVL_CHANNEL in self.channels and r.mnnvl is not False
+        if mnnvl:
+            names = set()
         families = {net_family(n) for n in names}
         chosen = r.env.get("NCCL_IB_DISABLE") == "1" or r.env.get("NCCL_NET", "").lower() == "socket"
         socket = "socket" in families or ("Socket" in self.networks and not self.channels)
         # Sockets someone chose (NCCL_NET=Socket, NCCL_IB_DISABLE=1) are no fallback.
         r.fell_back_to_socket = socket and not chosen
-        if socket:
+        if mnnvl:
+            r.transport = MNNVL
+        elif socket:
             r.transport = SOCKET
         elif PLUGIN in families:
             r.transport = min(PLUGIN_TRANSPORTS[n.lower()] for n in names if n.lower() in PLUGIN_TRANSPORTS)
@@ -574,10 +609,23 @@ def read_lines(path: Path) -> Iterator[str]:
 
 SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
 SECTION_END = "fastpath-acceptance: end {n} nodes"
+# A section over one transport of several (an NVL72 acceptance runs each size over the network and over multi-node
+# NVLink): `--section 4/nvlink` reads `... begin 4 nodes over nvlink`.
+SECTION_OVER = " over {over}"
+SECTION = re.compile(r"([1-9]\d{0,5})(?:/([a-z]{1,16}))?")
+
+
+def section_markers(section: str | int) -> tuple[str, str]:
+    """The begin and end lines of an acceptance log's `section` (`N`, or `N/OVER`: the N-node run over OVER)."""
+    m = SECTION.fullmatch(str(section))
+    if m is None:
+        raise ValueError(f"section {section!r}: expected NODES or NODES/TRANSPORT (4, 4/nvlink)")
+    over = SECTION_OVER.format(over=m.group(2)) if m.group(2) else ""
+    return SECTION_BEGIN.format(n=m.group(1)) + over, SECTION_END.format(n=m.group(1)) + over
 
 
 def parse(
-    lines: Iterable[str], section: int | None = None, bootstrap: bool = True, devices: bool = True
+    lines: Iterable[str], section: str | int | None = None, bootstrap: bool = True, devices: bool = True
 ) -> tuple[Report, bool]:
     """The report of a log (of its `section`-node run when given) and whether that run was found. A run that
     starts again starts a fresh report; a log cut off mid-run is judged on what is there. `bootstrap`: read the
@@ -587,7 +635,7 @@ def parse(
         for line in lines:
             parser.feed(line)
         return parser.report(), True
-    begin, end = SECTION_BEGIN.format(n=section), SECTION_END.format(n=section)
+    begin, end = section_markers(section)
     found = inside = False
     for line in lines:
         if "fastpath-acceptance:" in line:
@@ -602,6 +650,6 @@ def parse(
     return parser.report(), found
 
 
-def parse_text(text: str, section: int | None = None) -> Report:
+def parse_text(text: str, section: str | int | None = None) -> Report:
     """`parse` of a log held in a string (tests, small logs)."""
     return parse(text.splitlines(), section)[0]

@@ -57,6 +57,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 PATCH_MANAGER = "fastpath.dev/jobs"
 ROLE_LABEL = "fastpath.dev/role"
 PREFLIGHT = "preflight"
+IMEX = "imex"  # multi-node NVLink: the init container checking the IMEX channel (imex_check.sh)
 PREFLIGHT_EXIT = 3
 SSHD_PORT = 2222
 # MPI pods run as root: IPC_LOCK (RDMA memory registration) is effective only for root, Kubernetes gives a non-root
@@ -114,6 +115,12 @@ class NodeShape:
     priority_class: str | None = None
     topology_key: str | None = None
     """Preferred pod affinity domain (rack, leaf); None: none."""
+    imex_check: str | None = None
+    """Multi-node NVLink: the program (components/jobs/imex_check.sh) the `imex` init container runs with the pod's
+    GPUs and IMEX channel before anything else; None: none."""
+    clique_key: str | None = None
+    """Required pod affinity domain: every GPU pod of a run on one node of this label's value (the NVLink clique of
+    multi-node NVLink); None: none."""
     checkpoint_claim: str | None = None
     checkpoint_mount: str = "/checkpoints"
     preflight_config_map: str | None = None
@@ -188,14 +195,30 @@ def _preflight(shape: NodeShape) -> dict:
     }
 
 
+def _imex(shape: NodeShape, program: str) -> dict:
+    """The IMEX channel and the GPUs' fabric checked first, an init container as the preflight is (a TrainJob's
+    command replaces the node container's, so no wrapper there would hold): exit 3 fails the run."""
+    small = {**_resources(shape)["limits"], "memory": "256Mi", "cpu": 1}
+    return {
+        "name": IMEX,
+        "image": shape.image,
+        "command": ["sh", "-c", program, "fastpath-imex", "true"],
+        "resources": {"limits": small, "requests": dict(small)},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
 def _pod(shape: NodeShape, container: dict, role: str) -> dict:
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shape.shm_gib}Gi"}}]
     if shape.checkpoint_claim:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": shape.checkpoint_claim}})
     spec: dict = {"restartPolicy": "Never"}
+    inits = [_imex(shape, shape.imex_check)] if shape.imex_check else []
     if shape.preflight_config_map and shape.wiring.capabilities:
         volumes.append({"name": PREFLIGHT, "configMap": {"name": shape.preflight_config_map}})
-        spec["initContainers"] = [_preflight(shape)]
+        inits.append(_preflight(shape))
+    if inits:
+        spec["initContainers"] = inits
     spec["containers"] = [container]
     spec["volumes"] = volumes
     spec["nodeSelector"] = {"nvidia.com/gpu.product": shape.gpu_product}
@@ -219,6 +242,10 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         affinity["podAffinity"] = {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
         }
+    if shape.clique_key:
+        # The whole run in one clique (the first pod matches its own term, so it may start the clique).
+        term = {"labelSelector": selector, "matchLabelKeys": [JOBSET_NAME_LABEL], "topologyKey": shape.clique_key}
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [term]
     spec["affinity"] = affinity
     if shape.scheduler == "volcano":
         spec["schedulerName"] = shape.scheduler  # the volcano plugin sets none
@@ -304,7 +331,7 @@ START_FAILED_RULE = {"action": "FailJob", "onPodConditions": [{"type": START_FAI
 def _job(pod: dict, shape: NodeShape, ancestor: str | None, fail_run: list[str] | None = None) -> dict:
     spec: dict = {"backoffLimit": 0}
     inits = [c["name"] for c in pod["spec"].get("initContainers", [])]
-    fatal = [PREFLIGHT] if PREFLIGHT in inits else []
+    fatal = [c for c in (IMEX, PREFLIGHT) if c in inits]
     # kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go matchPodFailurePolicy: rules in order, init
     # containers' exit codes included; a podFailurePolicy needs restartPolicy Never, which every pod has.
     spec["podFailurePolicy"] = {
@@ -366,9 +393,14 @@ def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
 
 
 def cluster_training_runtime(
-    name: str, framework: str, node: NodeShape, labels: Mapping[str, str] | None = None
+    name: str,
+    framework: str,
+    node: NodeShape,
+    labels: Mapping[str, str] | None = None,
+    namespace: str | None = None,
 ) -> dict:
-    """A ClusterTrainingRuntime whose pods are on the fast path.
+    """A ClusterTrainingRuntime whose pods are on the fast path; with `namespace`, a TrainingRuntime there (one job's
+    own: what only that job's pods may claim, its ComputeDomain's IMEX channel).
 
     torch: one replicated job `node` (ancestor trainer); the TrainJob's command starts `torchrun`, which reads the
     PET_* variables the torch plugin sets (static rendezvous at `<job>-node-0-0.<job>:29500`).
@@ -380,7 +412,8 @@ def cluster_training_runtime(
         raise ValueError(f"framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}")
     spec: dict = {}
     template_spec: dict = {}
-    fatal = [PREFLIGHT] if node.preflight_config_map and node.wiring.capabilities else []
+    fatal = [IMEX] if node.imex_check else []
+    fatal += [PREFLIGHT] if node.preflight_config_map and node.wiring.capabilities else []
     if framework == "mpi":
         launcher_env = dict(node.launcher_extra_env)
         # ssh to the nodes' sshd on SSHD_PORT with the 0600 key, for every mpirun a TrainJob runs: the agent
@@ -451,10 +484,14 @@ def cluster_training_runtime(
         template["metadata"] = {"annotations": {QUEUE_ANNOTATION: node.queue}}
     template["spec"] = template_spec
     spec["template"] = template
-    metadata: dict = {"name": name, "labels": {"trainer.kubeflow.org/framework": framework, **(labels or {})}}
-    if node.namespaces:
+    metadata: dict = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {"trainer.kubeflow.org/framework": framework, **(labels or {})}
+    if node.namespaces and not namespace:
         metadata["annotations"] = {SERVED_NAMESPACES: ",".join(node.namespaces)}
-    return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": metadata, "spec": spec}
+    kind = "TrainingRuntime" if namespace else "ClusterTrainingRuntime"
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
 
 
 def train_job(
@@ -471,8 +508,9 @@ def train_job(
     resources_per_node: dict | None = None,
     queue: str | None = None,
     labels: Mapping[str, str] | None = None,
+    runtime_kind: str = "ClusterTrainingRuntime",
 ) -> dict:
-    """A TrainJob naming the ClusterTrainingRuntime `runtime`. A queue other than the runtime's goes in as a
+    """A TrainJob naming the ClusterTrainingRuntime `runtime` (or the TrainingRuntime of its namespace). A queue other than the runtime's goes in as a
     runtime patch of fastpath's own (the only way a TrainJob reaches the PodGroup's queue)."""
     trainer: dict = {}
     if image:
@@ -489,7 +527,7 @@ def train_job(
         trainer["numProcPerNode"] = num_proc_per_node
     if resources_per_node:
         trainer["resourcesPerNode"] = copy.deepcopy(resources_per_node)
-    spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtime}}
+    spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": runtime_kind, "name": runtime}}
     if trainer:
         spec["trainer"] = trainer
     if queue:
