@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.fabric import dra
-from components.jobs import checks
+from components.jobs import acceptance, checks, component
+from components.jobs.runtime_v2 import build, controller
 from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile
@@ -33,7 +34,8 @@ def test_each_job_gets_its_own_compute_domain_and_claims_its_channel(objs):
     the job's pods claim, in the main container that runs NCCL; numNodes 0 (IMEX daemons with DNS names)."""
     domains = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ComputeDomain"}
     pods = workers(objs)
-    assert set(domains) == set(pods)
+    jobs = {o["metadata"]["name"] for o in objs if o["kind"] in ("PyTorchJob", "MPIJob", "TrainJob")}
+    assert set(domains) == jobs and set(pods) <= jobs
     for name, pod in pods.items():
         template = domains[name]["spec"]["channel"]["resourceClaimTemplate"]["name"]
         assert domains[name]["spec"]["numNodes"] == 0
@@ -106,8 +108,9 @@ def test_the_gpu_dra_driver_runs_compute_domains_only():
 
 REFUSED = [
     ({"gpu__nvlinkDomain__driverVersion": "570.124.06"}, ["570.158.01 or later"]),
+    ({"gpu__nvlinkDomain__hostImexService": "running"}, ["systemctl mask nvidia-imex.service", "hostImexService: masked"]),
+    ({"acceptance__nodes": 19}, ["acceptance runs 19 nodes, more than one NVLink clique of 18"]),
     ({"kubernetesVersion": "1.33"}, ["resource.k8s.io/v1", "1.34"]),
-    ({"acceptance": {"enabled": True}}, ["acceptance.enabled with gpu.nvlinkDomain"]),
     ({"fabric__attachment": "dra"}, ["share no PCIe root"]),
 ]
 
@@ -152,7 +155,7 @@ def test_the_pod_checks_its_imex_channel_and_fabric_before_nccl(objs, tmp_path, 
     import os
     import subprocess
 
-    main = workers(objs)["moe-sft"]["spec"]["containers"][0]
+    main = workers(objs)["llama-pretrain"]["spec"]["containers"][0]
     assert main["command"][:4] == ["sh", "-c", main["command"][2], "fastpath-imex"]
     dev = tmp_path / "dev"
     (dev / "nvidia-caps-imex-channels").mkdir(parents=True)
@@ -165,3 +168,138 @@ def test_the_pod_checks_its_imex_channel_and_fabric_before_nccl(objs, tmp_path, 
     env = {**os.environ, "FASTPATH_DEV": str(dev), "PATH": f"{bin_}:{os.environ['PATH']}"}
     done = subprocess.run(["sh", "-c", main["command"][2], "fastpath-imex", "true"], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == code and says in done.stderr, done.stderr
+
+
+def own_runtime_pod(objs: list[dict], name: str) -> tuple[dict, dict, dict]:
+    """A TrainJob, the runtime it names, and its node pod as kubeflow/trainer@v2.3.0 and JobSet make it."""
+    job = next(o for o in objs if o["kind"] == "TrainJob" and o["metadata"]["name"] == name)
+    ref = job["spec"]["runtimeRef"]
+    rt = next(o for o in objs if o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"])
+    return job, rt, controller.effective_pod(job, rt)
+
+
+def test_a_trainjob_gets_its_own_runtime_which_claims_its_compute_domain(objs):
+    """Trainer v2.3.0 lets a TrainJob add no claim (no resourceClaimsPerNode, KEP-2782; a runtime patch takes none),
+    and a cluster-wide runtime names one template for every job. So each TrainJob names a TrainingRuntime of its own
+    in its namespace (kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go reads runtimeRef kind
+    TrainingRuntime there; kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/trainjob/trainjob_controller.go
+    getRuntimeSpec too), whose pods, as the controller makes them, claim the channel of the job's ComputeDomain in
+    every container, check it first, require MNNVL and stay in one clique."""
+    job, rt, pod = own_runtime_pod(objs, "moe-sft")
+    assert (rt["kind"], rt["metadata"]["namespace"]) == ("TrainingRuntime", job["metadata"]["namespace"])
+    domain = next(o for o in objs if o["kind"] == "ComputeDomain" and o["metadata"]["name"] == "moe-sft")
+    template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    assert pod["spec"]["resourceClaims"] == [{"name": dra.IMEX_CLAIM, "resourceClaimTemplateName": template}]
+    containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    assert pod["spec"]["initContainers"][0]["name"] == build.IMEX
+    assert all({"name": dra.IMEX_CLAIM} in c["resources"]["claims"] for c in containers if c["name"] != "nccl-metrics")
+    node = next(c for c in pod["spec"]["containers"] if c["name"] == controller.NODE)
+    env = {e["name"]: e.get("value") for e in node["env"]}
+    assert env["NCCL_MNNVL_ENABLE"] == "1" and env["NCCL_CUMEM_ENABLE"] == "1"
+    # 4 pods on 2 racks, rack A with 2 free trays: the gang does not spill into rack B.
+    nodes = {f"a{i:02}": "cluster.0" for i in range(18)} | {f"b{i:02}": "cluster.1" for i in range(18)}
+    free = ["a00", "a01", *(n for n in nodes if n.startswith("b"))]
+    placed: dict[str, str] = {}
+    for i in range(job["spec"]["trainer"]["numNodes"]):
+        if (node_name := place(pod, nodes, free, placed)) is None:
+            break
+        placed[f"pod-{i}"] = node_name
+    assert sorted(placed.values()) == ["a00", "a01"]
+
+
+def test_a_failed_imex_check_fails_the_run_instead_of_restarting_it(objs):
+    """The imex init container's exit 3 fails its Job (kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go:
+    init containers' exit codes count) with a message the JobSet's FailJobSet rule matches, unanchored as
+    kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go anyMatchFound does: a node without its channel
+    would fail every restart the same way."""
+    import re
+
+    _, rt, _ = own_runtime_pod(objs, "moe-sft")
+    template = rt["spec"]["template"]["spec"]
+    rjob = template["replicatedJobs"][0]["template"]["spec"]
+    first = rjob["podFailurePolicy"]["rules"][0]
+    assert first == {"action": "FailJob", "onExitCodes": {"containerName": build.IMEX, "operator": "In", "values": [3]}}
+    message = f"Container {build.IMEX} for pod training/moe-sft-node-0-0-x failed with exit code 3 matching FailJob rule at index 0"
+    fail_set = [r for r in template["failurePolicy"]["rules"] if r["action"] == "FailJobSet"]
+    assert any(re.search(p, message) for r in fail_set for p in r["onJobFailureMessagePatterns"])
+
+
+def test_cluster_runtimes_there_run_on_the_network_without_a_domain(objs):
+    """What a hand-written TrainJob names: no channel to claim, so NCCL is told MNNVL off (NCCL's automatic mode
+    would fail init on an NVL72 tray without the channel: NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck) and
+    the pack has nothing to refuse."""
+    for rt in (o for o in objs if o["kind"] == "ClusterTrainingRuntime"):
+        for rjob in rt["spec"]["template"]["spec"]["replicatedJobs"]:
+            pod = rjob["template"]["spec"]["template"]["spec"]
+            node = next(c for c in pod["containers"] if c["name"] == controller.NODE)
+            assert {"name": "NCCL_MNNVL_ENABLE", "value": "0"} in node["env"] and "resourceClaims" not in pod
+
+
+def _acceptance_plan(**changes: object) -> tuple[dict, list[dict], object]:
+    p = platform(**changes)
+    prof = profile(p)
+    manifest, runs = acceptance.plan(p.acceptance, prof)
+    return manifest, runs, acceptance.resolved(p.acceptance, prof)
+
+
+def _series(manifest: dict) -> str:
+    if manifest["kind"] == "TrainJob":
+        return manifest["spec"]["trainer"]["command"][2]
+    return manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-1]
+
+
+def test_the_acceptance_measures_each_size_over_the_network_and_over_nvlink():
+    """Each multi-node size runs twice on the same trays: MNNVL off (set where mpirun forwards it from), judged by
+    the rails' floors, then MNNVL required, judged as mnnvl by the NVLink domain's floor."""
+    manifest, runs, _ = _acceptance_plan()
+    lines = _series(manifest).splitlines()
+    for n in (2, 4):
+        net = lines.index(f"echo 'fastpath-acceptance: begin {n} nodes'")
+        nvl = lines.index(f"echo 'fastpath-acceptance: begin {n} nodes over nvlink'")
+        assert net < nvl and lines[net + 1].startswith("NCCL_MNNVL_ENABLE=0 mpirun ")
+        assert lines[nvl + 1].startswith("mpirun ") and "-x NCCL_MNNVL_ENABLE " in lines[nvl + 1]
+    assert lines[1].startswith("NCCL_MNNVL_ENABLE=0 sh -c ")  # the per-rail pairwise stage: the rails, not NVLink
+    by = {(r["nodes"], r["expect"]): r for r in runs}
+    assert set(by) == {(1, "local"), (2, "ib"), (4, "ib"), (2, "mnnvl"), (4, "mnnvl")}
+    assert (by[(1, "local")]["minBusbwGbps"], by[(2, "ib")]["minBusbwGbps"], by[(2, "mnnvl")]["minBusbwGbps"]) == (600, 150, 720)
+
+
+def test_the_acceptance_checks_tell_the_nvlink_run_from_the_network_run(tmp_path):
+    """The two-tray checks, run on a launcher log with fastpath's own NVL72 logs in each section: both pass; with the
+    sections swapped (NVLink where the network was to be measured), both fail."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    _, runs, _ = _acceptance_plan()
+    logs = ROOT / "tests" / "ncclcheck"
+    net, nvl = (logs / "mnnvl_off_network.log").read_text(), (logs / "expect" / "mnnvl.log").read_text()
+
+    def verdicts(network: str, nvlink: str) -> list[int]:
+        log = tmp_path / "nccl-acceptance.log"
+        log.write_text(
+            "fastpath-acceptance: begin 2 nodes\n" + network + "fastpath-acceptance: end 2 nodes\n"
+            "fastpath-acceptance: begin 2 nodes over nvlink\n" + nvlink + "fastpath-acceptance: end 2 nodes over nvlink\n"
+        )
+        out = []
+        for run in (r for r in runs if r["nodes"] == 2):
+            args = run["check"].split()
+            args[0], args[3] = sys.executable, str(log)
+            out.append(subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60).returncode)
+        return out
+
+    assert verdicts(net, nvl) == [0, 0]
+    assert verdicts(nvl, net) == [1, 1]
+
+
+def test_a_v2_acceptance_gets_its_own_runtime_without_restarts():
+    """On a v2-only NVL72 cluster the acceptance is a TrainJob; like the training TrainJobs it names its own
+    TrainingRuntime (its domain's channel), and like ACCEPTANCE_RUNTIME it never restarts a failed size."""
+    manifest, _, r = _acceptance_plan(jobApi="v2")
+    assert manifest["spec"]["runtimeRef"]["kind"] == "TrainingRuntime"
+    made = component.prerequisites(r, max_restarts=0)
+    assert [o["kind"] for o, _ in made] == ["ComputeDomain", "TrainingRuntime"]
+    rt = made[1][0]
+    assert rt["metadata"]["name"] == manifest["spec"]["runtimeRef"]["name"]
+    assert rt["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 0

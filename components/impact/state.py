@@ -19,6 +19,7 @@ from components.jobs.component import IN_PLACE, in_place_part, manifest
 from components.jobs.contract import drain_outcome
 from components.jobs.operator_v1 import rendezvous
 from components.jobs.resolve import resolve
+from components.jobs.trainjob import own_runtime
 from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
@@ -236,7 +237,11 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
         }
     prof = make_profile(p)
     if prof.trainer is not None:
-        facets["runtimes"] = _by_name(trainer.runtimes(prof, trainer.publishes_acceptance(p)))
+        # With the TrainJobs' own runtimes (multi-node NVLink: trainjob.own_runtime), which Kueue reads as it reads
+        # the cluster's.
+        own = [r for r in (resolve(spec, prof) for spec in jobs) if r.api == "v2" and r.wiring.imex_template]
+        runtimes = trainer.runtimes(prof, trainer.publishes_acceptance(p)) + [own_runtime(r) for r in own]
+        facets["runtimes"] = _by_name(runtimes)
     facets["operations"] = _operations(p)
     facets["jobs"], gangs = _jobs(p, jobs)
     if p.acceptance.enabled:

@@ -25,7 +25,6 @@ from components import k8s, versions
 from components.fabric import wiring as fabric
 from components.jobs import component, pairwise, trainjob
 from components.jobs.launch import mpirun_command
-from components.jobs.pod import fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
 from components.model.config import AcceptanceConfig, FabricConfig
 from components.model.job import JobSpec
@@ -41,7 +40,22 @@ CHECK_ANNOTATION = "fastpath.dev/check"
 # One-node allreduce floors (GB/s) by GPU product label: NCCL's ring reaches ~370 on 8 x H100/H200 SXM (NVLink4)
 # and ~230 on 8 x A100 SXM (NVLink3) (H100: NVIDIA/nccl-tests issue #212); the floor leaves room, a broken NVLink
 # or a PCIe fallback lands far below it.
-NVLINK_FLOORS = (("H200", 300.0), ("H100-80GB-HBM3", 300.0), ("H100-SXM", 300.0), ("A100-SXM", 150.0))
+# A GB200 compute tray's 4 GPUs (NVLink5) reach ~680 (Azure ND GB200 v6, Azure/AI-benchmarking-guide
+# Azure_Results/ND_GB200_v6_results.md, ring, 8 GiB).
+NVLINK_FLOORS = (
+    ("H200", 300.0),
+    ("H100-80GB-HBM3", 300.0),
+    ("H100-SXM", 300.0),
+    ("A100-SXM", 150.0),
+    ("GB200", 600.0),
+)
+# Multi-node NVLink floors (GB/s) by GPU product: trays of one GB200 NVL72 rack reach 811-877 over MNNVL from 2 to 18
+# trays at 8-16 GiB (CoreWeave's nccl-tests README, 72 GPUs: 835 out-of-place); a tray whose fabric fell back, or a
+# rack with a degraded NVSwitch tray, lands far below 720.
+MNNVL_FLOORS = (("GB200", 720.0),)
+# The transport a multi-node NVLink run is judged as (tools/ncclcheck --expect) and the section it is written under.
+MNNVL_EXPECT = "mnnvl"
+OVER_NVLINK = "nvlink"
 
 
 def node_counts(acc: AcceptanceConfig, cluster_nodes: int) -> list[int]:
@@ -62,6 +76,12 @@ def nvlink_floor_gbps(acc: AcceptanceConfig, gpu_product: str) -> float | None:
     if acc.nvlink_min_busbw_gbps is not None:
         return acc.nvlink_min_busbw_gbps
     return next((floor for part, floor in NVLINK_FLOORS if part in gpu_product), None)
+
+
+def mnnvl_floor_gbps(acc: AcceptanceConfig, gpu_product: str) -> float | None:
+    if acc.mnnvl_min_busbw_gbps is not None:
+        return acc.mnnvl_min_busbw_gbps
+    return next((floor for part, floor in MNNVL_FLOORS if part in gpu_product), None)
 
 
 def fabric_generation(profile: Profile) -> str:
@@ -149,11 +169,15 @@ def series_script(r: Resolved, counts: list[int], pairwise_text: str | None = No
     no gang restart), so a failed size fails the TrainJob instead of measuring the series again."""
     base = mpirun_command(r)
     np_at = base.index("-np")
+    # Multi-node NVLink: the network runs (and the pairwise stage) with MNNVL off, set where mpirun forwards it
+    # from (-x NCCL_MNNVL_ENABLE), or NCCL would carry every byte inside the clique over NVLink.
+    nvlink = r.wiring.imex_template is not None
+    network = "NCCL_MNNVL_ENABLE=0 " if nvlink else ""
     lines = ["status=0"]
     if pairwise_text:
         # Each rail of each node alone first: a slow one is named by node and rail, which the series' all-rail
         # numbers cannot do. nccl-tests runs after it either way.
-        lines.append(f"sh -c {shlex.quote(pairwise_text)} || status=1")
+        lines.append(f"{network}sh -c {shlex.quote(pairwise_text)} || status=1")
     for n in counts:
         hostlist = ",".join(f"{h}:{r.gpus}" for h in hosts(r, n))
         # A ring measures the network, not tree or NVLS tricks (with more than one node).
@@ -161,9 +185,18 @@ def series_script(r: Resolved, counts: list[int], pairwise_text: str | None = No
         cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *ring, *base[np_at + 2 :]]
         lines += [
             f"echo '{MARKER} begin {n} nodes'",
-            f"{shlex.join(cmd)} || status=1",
+            f"{network if n > 1 else ''}{shlex.join(cmd)} || status=1",
             f"echo '{MARKER} end {n} nodes'",
         ]
+        if nvlink and n > 1:
+            # Then the same nodes over multi-node NVLink, required (the pods' NCCL_MNNVL_ENABLE=1), with NCCL's
+            # own algorithm choice (NVLS inside a clique): what training inside the rack gets.
+            cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *base[np_at + 2 :]]
+            lines += [
+                f"echo '{MARKER} begin {n} nodes over {OVER_NVLINK}'",
+                f"{shlex.join(cmd)} || status=1",
+                f"echo '{MARKER} end {n} nodes over {OVER_NVLINK}'",
+            ]
     lines.append("exit $status")
     return "\n".join(lines) + "\n"
 
@@ -190,7 +223,8 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     series = series_script(r, counts, stage[0] if stage else None)
     if r.api == "v2":
         manifest["spec"]["trainer"]["command"] = ["sh", "-c", series]
-        manifest["spec"]["runtimeRef"]["name"] = trainjob.ACCEPTANCE_RUNTIME
+        if r.wiring.imex_template is None:  # on multi-node NVLink its own runtime (runtime) holds its domain
+            manifest["spec"]["runtimeRef"]["name"] = trainjob.ACCEPTANCE_RUNTIME
         logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
     else:
         launcher = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
@@ -231,6 +265,12 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         if r.api == "v2":
             run["logs"] = logs
         runs.append(run)
+        if r.wiring.imex_template is not None and n > 1:
+            floor = mnnvl_floor_gbps(acc, profile.gpu.product)
+            section = f"{n}/{OVER_NVLINK}"
+            args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", section, "--ranks", str(ranks)]
+            args += ["--expect", MNNVL_EXPECT, *(["--min-busbw", f"{floor:g}"] if floor else [])]
+            runs.append({**run, "over": OVER_NVLINK, "expect": MNNVL_EXPECT, "minBusbwGbps": floor, "warnBusbwGbps": None, "check": shlex.join(args)})
     checks = [run["check"] for run in runs]
     if stage is not None:
         # The pairwise stage ran on the largest run's nodes, before the series: its check goes with that run.
@@ -278,12 +318,10 @@ class FabricAcceptance(pulumi.ComponentResource):
         # A changed series, image or wiring is a new run: TrainJob `trainer` and `runtimeRef` are immutable
         # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go), so an update in place would be
         # refused. Replaced, deleted first, as training jobs are (component.TrainingJob).
-        if (claim := fabric_claim_template(resolved(args.acceptance, args.profile))) is not None:
-            # `dra`: the workers claim whole nodes from the acceptance's own template, made before them.
-            opts_claim = pulumi.ResourceOptions(
-                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
-            )
-            depends_on = k8s.plus(depends_on, k8s.apply(claim, opts_claim))
+        # `dra`: the workers' claim template; multi-node NVLink: the job's ComputeDomain and, on v2, its own runtime
+        # (no restarts, as ACCEPTANCE_RUNTIME).
+        r = resolved(args.acceptance, args.profile)
+        depends_on = component.register_prerequisites(component.prerequisites(r, max_restarts=0), self, depends_on)
         self.jobs = [
             k8s.apply(
                 manifest,

@@ -63,6 +63,36 @@ def in_place_part(obj: dict) -> dict:
     return out
 
 
+def prerequisites(r: Resolved, max_restarts: int | None = None) -> list[tuple[dict, list[str]]]:
+    """What a job's pods need made before them, in order, each with the fields whose change replaces it:
+    - its ComputeDomain (multi-node NVLink), whose controller makes the channel template the pods claim;
+    - a TrainJob's own TrainingRuntime there (trainjob.own_runtime, `max_restarts` for it), replaced as the
+      cluster runtimes are (a running TrainJob keeps its snapshot);
+    - its ResourceClaimTemplate (`dra`), whose spec cannot change: a new one (a new GPU count) replaces it, as the
+      job is replaced."""
+    out: list[tuple[dict, list[str]]] = []
+    if (domain := compute_domain(r)) is not None:
+        out.append((domain, ["spec"]))
+    if r.api == "v2" and r.wiring.imex_template is not None:
+        out.append((own_runtime(r, max_restarts), RUNTIME_IMMUTABLE))
+    if (claim := fabric_claim_template(r)) is not None:
+        out.append((claim, ["spec"]))
+    return out
+
+
+def register_prerequisites(
+    objects: list[tuple[dict, list[str]]], parent: pulumi.Resource, depends_on: list[pulumi.Resource]
+) -> list[pulumi.Resource]:
+    """Registers `objects` (prerequisites) one after another, deleted before they are replaced; what comes after
+    them depends on the returned list."""
+    for obj, replace_on in objects:
+        opts = pulumi.ResourceOptions(
+            parent=parent, depends_on=depends_on, replace_on_changes=replace_on, delete_before_replace=True
+        )
+        depends_on = k8s.plus(depends_on, k8s.apply(obj, opts))
+    return depends_on
+
+
 def manifest(r: Resolved) -> dict:
     """The job's object: a TrainJob on Trainer v2, else its framework's Training Operator v1 job."""
     if r.api == "v2":
@@ -105,24 +135,7 @@ class TrainingJob(pulumi.ComponentResource):
         if files is not None:  # before the pods that mount it
             cm = k8s.apply(files, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
             depends_on = k8s.plus(depends_on, cm)
-        if (domain := compute_domain(resolved)) is not None:  # its controller makes the channel template first
-            opts_domain = pulumi.ResourceOptions(
-                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
-            )
-            depends_on = k8s.plus(depends_on, k8s.apply(domain, opts_domain))
-        if resolved.api == "v2" and resolved.wiring.imex_template is not None:
-            # Its own TrainingRuntime (trainjob.own_runtime), before the TrainJob that names it; replaced as the
-            # cluster runtimes are (a running TrainJob keeps its snapshot).
-            opts_runtime = pulumi.ResourceOptions(
-                parent=self, depends_on=depends_on, replace_on_changes=RUNTIME_IMMUTABLE, delete_before_replace=True
-            )
-            depends_on = k8s.plus(depends_on, k8s.apply(own_runtime(resolved), opts_runtime))
-        if (claim := fabric_claim_template(resolved)) is not None:  # before the pods that claim from it
-            # A template's spec cannot change: a new one (a new GPU count) replaces it, as the job is replaced.
-            opts_claim = pulumi.ResourceOptions(
-                parent=self, depends_on=depends_on, replace_on_changes=["spec"], delete_before_replace=True
-            )
-            depends_on = k8s.plus(depends_on, k8s.apply(claim, opts_claim))
+        depends_on = register_prerequisites(prerequisites(resolved), self, depends_on)
         # A changed job is a new job: the operator would take a spec edit in place, and only pods recreated
         # later would run the new code beside survivors on the old (the v1.9.4 webhook does not refuse it). Only
         # what the operator reads when the job ends is patched in place (IN_PLACE).

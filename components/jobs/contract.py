@@ -170,6 +170,7 @@ def _v2_contract(r: Resolved) -> dict:
         "fullCluster": full_cluster_verdict(r, r.spec.min_nodes * _gpu_count(limits)),
         "faults": fault_summary(r),
         "checkpointDir": f"{r.checkpoint_dir} (the claim's {r.spec.name}/)" if r.checkpoint_dir else None,
+        **_claims(r),
         "runtimeOverrides": judge.override_problems(job, rt),
     }
 

@@ -225,7 +225,7 @@ def job_runtime(r: Resolved) -> dict:
     return own_runtime(r)
 
 
-def own_runtime(r: Resolved) -> dict:
+def own_runtime(r: Resolved, max_restarts: int | None = None) -> dict:
     """A v2 job's own TrainingRuntime on a multi-node NVLink cluster: the cluster runtime of its framework and tier
     whose pods claim the IMEX channel of the job's ComputeDomain. Trainer v2.3.0 lets a TrainJob add no claim (no
     `resourceClaimsPerNode`, KEP-2782, and a runtime patch takes none), and a cluster-wide runtime can only name one
@@ -233,4 +233,6 @@ def own_runtime(r: Resolved) -> dict:
     framework = V2_FRAMEWORK[r.spec.framework]
     labels = {**k8s.labels(r.profile.cluster, RUNTIME_COMPONENT), JOB_LABEL: r.spec.name}
     shape = node_shape(r.profile, framework, r.priority_class, imex_template=r.wiring.imex_template)
+    if max_restarts is not None:
+        shape = replace(shape, max_restarts=max_restarts)
     return build.cluster_training_runtime(own_runtime_name(r), framework, shape, labels=labels, namespace=r.namespace)

@@ -120,9 +120,21 @@ class NvlinkDomainConfig(Model):
     """The GPU driver on the nodes (`580.95.05`): the ComputeDomain daemons need 570.158.01 or later
     (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:cmd/compute-domain-kubelet-plugin/device_state.go
     validateDriverVersionForIMEXDaemonsWithDNSNames, main.go IMEXDaemonsWithDNSNamesMinDriverVersion). Required."""
+    host_imex_service: Literal["masked", "running"]
+    """The nodes' own `nvidia-imex.service`: `masked` (`systemctl disable --now nvidia-imex.service && systemctl mask
+    nvidia-imex.service`), as the GPU DRA driver requires wherever the nvidia-imex packages are installed: each
+    ComputeDomain runs its own IMEX daemons (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:docs/prerequisites.md;
+    nothing in the driver checks it). `running` is refused. Required: state what the node image does."""
 
     @model_validator(mode="after")
     def _driver(self) -> NvlinkDomainConfig:
+        if self.host_imex_service == "running":
+            raise ValueError(
+                "gpu.nvlinkDomain.hostImexService running: each job's ComputeDomain runs its own IMEX daemons, which "
+                "the host's nvidia-imex.service would contend with (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 "
+                "docs/prerequisites.md); run `systemctl disable --now nvidia-imex.service && systemctl mask "
+                "nvidia-imex.service` on every GPU node (in the node image), then set hostImexService: masked"
+            )
         have = tuple(int(x) for x in self.driver_version.split("."))
         if have < (570, 158, 1):
             raise ValueError(
@@ -755,7 +767,12 @@ class AcceptanceConfig(Model):
     which have no rails)."""
     nvlink_min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
     """Failure floor in GB/s for a one-node run (NVLink/NVSwitch, no network). Default: known for SXM parts
-    (H100/H200 300, A100 150: NCCL's ring gets ~370 and ~230 on them); none for others."""
+    (H100/H200 300, A100 150: NCCL's ring gets ~370 and ~230 on them; a GB200 tray's 4 GPUs 600: ~680 measured);
+    none for others."""
+    mnnvl_min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
+    """With gpu.nvlinkDomain: failure floor in GB/s for a multi-node run over multi-node NVLink (each size runs over
+    the network too, judged by the rails' floors). Default: known for GB200 (720: 811-877 measured on 2 to 18
+    trays); none for others."""
     image: str = versions.NCCL_TESTS_IMAGE
     """Image with nccl-tests built with MPI. Default pinned in components/versions.py."""
     queue_gpus: Annotated[int, Field(gt=0)] | None = None
@@ -1122,10 +1139,13 @@ class PlatformConfig(Model):
                 "(kubernetes-sigs/dranet@v1.4.0 examples/oci_oke_examples/BM.GPU.GB200-v3.4), so the rails cannot be "
                 "paired by it; use rdma-only or sriov for the rails"
             )
-        if self.acceptance.enabled:
+        if self.acceptance.enabled and (big := max(self.acceptance.node_counts(self.nodes.count))) > (
+            clique := self.gpu.nvlink_domain.nodes_per_clique
+        ):
             raise ValueError(
-                "acceptance.enabled with gpu.nvlinkDomain: the acceptance's floors are the network's, and an NVLink "
-                "domain's are not known here yet; turn acceptance off"
+                f"acceptance runs {big} nodes, more than one NVLink clique of {clique} (gpu.nvlinkDomain."
+                "nodesPerClique): its runs stay inside one clique, over multi-node NVLink and over the network; set "
+                f"acceptance.nodes and acceptance.scaling to at most {clique}"
             )
         if self.kubernetes_minor < 34:
             raise ValueError(
