@@ -270,7 +270,16 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             section = f"{n}/{OVER_NVLINK}"
             args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", section, "--ranks", str(ranks)]
             args += ["--expect", MNNVL_EXPECT, *(["--min-busbw", f"{floor:g}"] if floor else [])]
-            runs.append({**run, "over": OVER_NVLINK, "expect": MNNVL_EXPECT, "minBusbwGbps": floor, "warnBusbwGbps": None, "check": shlex.join(args)})
+            runs.append(
+                {
+                    **run,
+                    "over": OVER_NVLINK,
+                    "expect": MNNVL_EXPECT,
+                    "minBusbwGbps": floor,
+                    "warnBusbwGbps": None,
+                    "check": shlex.join(args),
+                }
+            )
     checks = [run["check"] for run in runs]
     if stage is not None:
         # The pairwise stage ran on the largest run's nodes, before the series: its check goes with that run.

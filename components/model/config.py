@@ -172,8 +172,8 @@ class GpuConfig(Model):
     taint_key: QualifiedName = "nvidia.com/gpu"
     """Key of the taint on GPU nodes that training pods tolerate. Default `nvidia.com/gpu`."""
     nvlink_domain: NvlinkDomainConfig | None = None
-    """Multi-node NVLink (`{nodesPerClique, driverVersion}`: GB200/GB300 NVL72): every job gets its own
-    ComputeDomain and IMEX channel, stays in one NVLink clique and runs NCCL with MNNVL required. Default: none."""
+    """Multi-node NVLink (`{nodesPerClique, driverVersion, hostImexService}`: GB200/GB300 NVL72): every job gets its
+    own ComputeDomain and IMEX channel, stays in one NVLink clique and runs NCCL with MNNVL required. Default: none."""
 
     @model_validator(mode="after")
     def _one_driver_source(self) -> GpuConfig:

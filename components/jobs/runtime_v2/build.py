@@ -510,8 +510,9 @@ def train_job(
     labels: Mapping[str, str] | None = None,
     runtime_kind: str = "ClusterTrainingRuntime",
 ) -> dict:
-    """A TrainJob naming the ClusterTrainingRuntime `runtime` (or the TrainingRuntime of its namespace). A queue other than the runtime's goes in as a
-    runtime patch of fastpath's own (the only way a TrainJob reaches the PodGroup's queue)."""
+    """A TrainJob naming the ClusterTrainingRuntime `runtime` (or, by `runtime_kind`, the TrainingRuntime of its
+    namespace). A queue other than the runtime's goes in as a runtime patch of fastpath's own (the only way a
+    TrainJob reaches the PodGroup's queue)."""
     trainer: dict = {}
     if image:
         trainer["image"] = image
