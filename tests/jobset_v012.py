@@ -81,6 +81,34 @@ def failure_action(jobset_spec: dict, replicated_job: str, reason: str, message:
     return DEFAULT_ACTION
 
 
+# J:pkg/webhooks/jobset_webhook.go validateFailurePolicy (ValidateCreate): what the webhook refuses in a JobSet's
+# failurePolicy. The trainer's own webhook does not check these (kubeflow/trainer@v2.3.0:pkg/webhooks/
+# trainingruntime_webhook.go), so a runtime that breaks them is accepted and every JobSet made from it refused.
+RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")  # ruleNameFmt, 1..128 characters
+VALID_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded", "PodFailurePolicy")
+
+
+def failure_policy_problems(jobset_spec: dict) -> list[str]:
+    """The webhook's refusals of `jobset_spec`'s failurePolicy (the RestartJob feature-gate checks left out: no
+    fastpath rule uses RestartJob). Rules without a name are named failurePolicyRule<i> by the defaulting webhook
+    first (Default, defaultRuleNameFmt)."""
+    policy = jobset_spec.get("failurePolicy")
+    if policy is None:
+        return []
+    names = {r["name"] for r in jobset_spec.get("replicatedJobs") or []}
+    out, seen = [], set()
+    for i, rule in enumerate(policy.get("rules") or []):
+        name = rule.get("name") or f"failurePolicyRule{i}"
+        if not 1 <= len(name) <= 128 or not RULE_NAME.match(name):
+            out.append(f"invalid failure policy rule name '{name}'")
+        if name in seen:
+            out.append(f"rule names are not unique: '{name}'")
+        seen.add(name)
+        out += [f"invalid replicatedJob name '{t}'" for t in rule.get("targetReplicatedJobs") or [] if t not in names]
+        out += [f"invalid job failure reason '{r}'" for r in rule.get("onJobFailureReasons") or [] if r not in VALID_FAILURE_REASONS]
+    return out
+
+
 @dataclass
 class JobSetStatus:
     restarts: int = 0

@@ -136,8 +136,16 @@ def test_a_job_that_cannot_use_the_nvlink_domain_is_refused(job, key, expect):
     assert expect in found.get(key, ""), found
 
 
-FABRIC_OK = "GPU 00000009:01:00.0\n    Performance State : P0\n    Fabric\n        State : Completed\n        Status : Success\n        CliqueId : 1\n"
-FABRIC_PENDING = FABRIC_OK.replace("State : Completed", "State : In Progress")
+# nvidia-smi -q's Fabric section per GPU (two GPUs; the section ends where the indentation returns).
+FABRIC_OK = "".join(
+    f"GPU 00000009:0{i}:00.0\n    Performance State : P0\n    Fabric\n        State : Completed\n        Status : Success\n"
+    "        CliqueId : 1\n        ClusterUUID : 9b1f0c2e-4a7d-3e55-81c0-d6f2a9e3b147\n        Health\n"
+    "            Bandwidth : Full\n    Processes : None\n    Conf Compute\n        Status : Off\n"
+    for i in (1, 2)
+)
+FABRIC_PENDING = FABRIC_OK.replace("State : Completed", "State : In Progress", 1)
+FABRIC_FAILED = FABRIC_OK.replace("Status : Success", "Status : Failure", 1)
+FABRIC_NO_CLUSTER = FABRIC_OK.replace("9b1f0c2e-4a7d-3e55-81c0-d6f2a9e3b147", "00000000-0000-0000-0000-000000000000")
 
 
 @pytest.mark.parametrize(
@@ -145,7 +153,9 @@ FABRIC_PENDING = FABRIC_OK.replace("State : Completed", "State : In Progress")
     [
         (True, FABRIC_OK, 0, ""),
         (False, FABRIC_OK, 3, "no IMEX channel"),
-        (True, FABRIC_PENDING, 3, "fabric registration is not complete"),
+        (True, FABRIC_PENDING, 3, "state In Progress"),
+        (True, FABRIC_FAILED, 3, "status Failure"),
+        (True, FABRIC_NO_CLUSTER, 3, "cluster UUID 00000000"),
     ],
 )
 def test_the_pod_checks_its_imex_channel_and_fabric_before_nccl(objs, tmp_path, channel, smi, code, says):

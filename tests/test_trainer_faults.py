@@ -12,6 +12,7 @@ from components.jobs.runtime_v2.controller import effective_jobset
 from components.jobs.trainjob import ACCEPTANCE_RUNTIME
 from tests import jobset_v012 as js
 from tests import trainer_v230 as tv2
+from tests.conftest import STACKS
 
 V2 = "prod-v2"
 MAX_RESTARTS = 5  # stacks/Pulumi.prod-v2.yaml trainer.maxRestarts
@@ -227,3 +228,36 @@ def test_v2_acceptance_fails_when_a_size_fails(rendered):
     # The training runtimes keep their budget: only the acceptance's is 0.
     _, training = jobset_of(rendered, "ds-moe")
     assert training["failurePolicy"]["maxRestarts"] == MAX_RESTARTS
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_jobset_a_runtime_makes_passes_the_jobset_webhook(rendered, stack):
+    """JobSet's webhook refuses a failure policy rule named outside `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, or
+    naming an unknown replicated job or failure reason (kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go
+    validateFailurePolicy); the trainer's webhook checks none of it, so such a runtime is accepted and every TrainJob
+    naming it never starts (the controller's JobSet apply is refused). Every runtime of every stack, as the JobSet the
+    controller builds from it."""
+    objs = rendered(stack).objects
+    runtimes = [o for o in objs if o["kind"] in ("ClusterTrainingRuntime", "TrainingRuntime")]
+    for rt in runtimes:
+        assert js.failure_policy_problems(rt["spec"]["template"]["spec"]) == [], rt["metadata"]["name"]
+    for tj in (o for o in objs if o["kind"] == "TrainJob"):
+        ref = tj["spec"]["runtimeRef"]
+        rt = next(o for o in runtimes if (o["kind"], o["metadata"]["name"]) == (ref["kind"], ref["name"]))
+        assert js.failure_policy_problems(effective_jobset(tj, rt)["jobset"]) == [], tj["metadata"]["name"]
+
+
+def test_the_webhook_rule_refuses_what_jobset_refuses():
+    """The restated rule fails: a hyphen in a rule name (what fastpath once rendered), a repeated name, an unknown
+    reason."""
+    bad = {
+        "replicatedJobs": [{"name": "node"}],
+        "failurePolicy": {
+            "rules": [
+                {"name": "start-failed", "action": "FailJobSet"},
+                {"name": "a", "action": "FailJobSet", "onJobFailureReasons": ["Evicted"]},
+                {"name": "a", "action": "FailJobSet", "targetReplicatedJobs": ["launcher"]},
+            ]
+        },
+    }
+    assert len(js.failure_policy_problems(bad)) == 4

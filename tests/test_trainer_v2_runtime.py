@@ -224,7 +224,7 @@ def test_failure_policy_is_a_gang_restart_and_a_failed_preflight_ends_the_run():
             },
             {
                 # The reaper's condition (components/ops/reaper.py): a pod that cannot start ends the run.
-                "name": "start-failed",
+                "name": "start_failed",
                 "action": "FailJobSet",
                 "onJobFailureReasons": ["PodFailurePolicy"],
                 "onJobFailureMessagePatterns": [r"^Pod \S+ has condition fastpath.dev/StartFailed matching FailJob rule"],

@@ -51,7 +51,10 @@ def _claims(r: Resolved) -> dict[str, str]:
         how = "each GPU with the rail NIC on its PCIe root" if c.paired else "every rail"
         parts.append(f"{c.template}: {c.gpus} GPUs and {c.nics} NICs ({how})")
     if r.wiring.imex_template is not None:
-        parts.append(f"{r.wiring.imex_template}: the IMEX channel of ComputeDomain {r.spec.name}")
+        parts.append(
+            f"{r.wiring.imex_template}: the IMEX channel of ComputeDomain {r.spec.name} (NCCL's traffic rides "
+            "multi-node NVLink inside the job's clique, transport mnnvl)"
+        )
     return {"claims": "; ".join(parts)} if parts else {}
 
 

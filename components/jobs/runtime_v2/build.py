@@ -375,7 +375,7 @@ def _failure_policy(fatal: list[str], max_restarts: int) -> dict:
         )
     rules.append(
         {
-            "name": "start-failed",
+            "name": "start_failed",
             "action": "FailJobSet",
             "onJobFailureReasons": ["PodFailurePolicy"],
             "onJobFailureMessagePatterns": [START_FAILED_PATTERN],
