@@ -238,6 +238,7 @@ def pod_wiring(
     debug: bool = False,
     claim_template: str = "",
     imex_template: str | None = None,
+    nvlink_domain: bool = False,
 ) -> PodWiring:
     # Every rail, whatever share of the node's GPUs the pod has: the device plugin may hand a partial-node pod any
     # of the node's GPUs, and only a pod on every rail lets NCCL pair each GPU with its PCIe-local NIC (GPUDirect
@@ -265,6 +266,11 @@ def pod_wiring(
         # the clique is the placement's to keep (components/jobs/pod.py), NCCL would run across cliques.
         env.setdefault("NCCL_CUMEM_ENABLE", "1")
         env.setdefault("NCCL_MNNVL_ENABLE", "1")
+    elif nvlink_domain:
+        # On a multi-node NVLink cluster without a channel (a cluster-wide Trainer runtime): NCCL's automatic mode
+        # would try MNNVL across trays and abort init ("available but not working": NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc
+        # ncclMnnvlCheck), so the network, said outright.
+        env.setdefault("NCCL_MNNVL_ENABLE", "0")
     return PodWiring(
         annotations=annotations,
         resources=resources,

@@ -93,6 +93,7 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
         debug=spec.debug_nccl,
         claim_template=template,
         imex_template=imex_template(spec) if profile.gpu.clique_nodes else None,
+        nvlink_domain=profile.gpu.clique_nodes is not None,
     )
     env = dict(wiring.env)
     env.update(spec.env_overrides)

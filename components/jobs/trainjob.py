@@ -55,9 +55,8 @@ def node_shape(profile: Profile, framework: str, tier: str | None, imex_template
         profile.gpu.per_node,
         claim_template=dra.RUNTIME_TEMPLATE,
         imex_template=imex_template,
+        nvlink_domain=profile.gpu.clique_nodes is not None,
     )
-    if profile.gpu.clique_nodes and imex_template is None:
-        wiring = replace(wiring, env={**wiring.env, "NCCL_MNNVL_ENABLE": "0"})
     sched, cp, pf = profile.scheduler, profile.checkpoints, profile.preflight
     return NodeShape(
         wiring=wiring,
@@ -147,7 +146,12 @@ def _trainer_env(r: Resolved) -> list[dict]:
     """What the TrainJob adds to the runtime's env: the job's own variables and deliberate overrides (NCCL_DEBUG
     with debugNccl included), merged by name into the `node` container; secrets by reference."""
     base = fabric.pod_wiring(
-        r.profile.fabric, None, r.gpus, r.profile.gpu.per_node, imex_template=r.wiring.imex_template
+        r.profile.fabric,
+        None,
+        r.gpus,
+        r.profile.gpu.per_node,
+        imex_template=r.wiring.imex_template,
+        nvlink_domain=r.profile.gpu.clique_nodes is not None,
     ).env
     env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items() if base.get(k) != v and k != "CHECKPOINT_DIR"]
     env += [

@@ -39,6 +39,12 @@ class Key:
     pulls: tuple[str, ...] = ()  # the images (whole, at the chart's tags) this key decides, for the inventory
 
 
+def pinned(path: str, repository: str, tag: str) -> Key:
+    """A `repository` key whose value fastpath pins in the values (its default is then fastpath's own): it pulls
+    `repository:tag`."""
+    return Key(path, repository, pulls=(f"{repository}:{tag}",))
+
+
 # chart -> the keys of every image it deploys with fastpath's settings, and the images each decides at the chart's own
 # tags (docs/research/airgap-images-nvidia.md and airgap-images-other-charts.md: file@tag:line for each). A `ref` key
 # pulls its value. Images whose tag the operator derives from the node (the GPU and DOCA drivers) are DERIVED.
@@ -240,37 +246,19 @@ KEYS: dict[str, tuple[Key, ...]] = {
     # fastpath pins both images in the values (components/platform/kueue.py, topology.py), so the chart's own defaults
     # (Kueue's in-repo staging image, which its release packaging rewrites; Topograph's appVersion) never apply.
     versions.KUEUE_CHART: (
-        Key(
-            "controllerManager.manager.image.repository",
-            versions.KUEUE_IMAGE_REPOSITORY,
-            pulls=(f"{versions.KUEUE_IMAGE_REPOSITORY}:{versions.KUEUE_IMAGE_TAG}",),
-        ),
+        pinned("controllerManager.manager.image.repository", versions.KUEUE_IMAGE_REPOSITORY, versions.KUEUE_IMAGE_TAG),
     ),
     # kubernetes-sigs/dranet@v1.4.0:deployments/helm/dranet/values.yaml image.* (the DaemonSet), and
     # kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/values.yaml image.* (kubelet
     # plugin, controller, webhook): both pinned in the values (components/platform/dra.py).
-    versions.DRANET_CHART: (
-        Key(
-            "image.repository",
-            versions.DRANET_IMAGE_REPOSITORY,
-            pulls=(f"{versions.DRANET_IMAGE_REPOSITORY}:{versions.DRANET_IMAGE_TAG}",),
-        ),
-    ),
+    versions.DRANET_CHART: (pinned("image.repository", versions.DRANET_IMAGE_REPOSITORY, versions.DRANET_IMAGE_TAG),),
     versions.GPU_DRA_CHART: (
-        Key(
-            "image.repository",
-            versions.GPU_DRA_IMAGE_REPOSITORY,
-            pulls=(f"{versions.GPU_DRA_IMAGE_REPOSITORY}:{versions.GPU_DRA_IMAGE_TAG}",),
-        ),
+        pinned("image.repository", versions.GPU_DRA_IMAGE_REPOSITORY, versions.GPU_DRA_IMAGE_TAG),
     ),
     # NVIDIA/topograph@v1.0.0:charts/topograph/values.yaml image.*: the API server, node-observer and node-data-broker
     # all run it (tests.image empty reuses it; fastpath turns the helm tests off).
     versions.TOPOGRAPH_CHART: (
-        Key(
-            "image.repository",
-            versions.TOPOGRAPH_IMAGE_REPOSITORY,
-            pulls=(f"{versions.TOPOGRAPH_IMAGE_REPOSITORY}:{versions.TOPOGRAPH_IMAGE_TAG}",),
-        ),
+        pinned("image.repository", versions.TOPOGRAPH_IMAGE_REPOSITORY, versions.TOPOGRAPH_IMAGE_TAG),
     ),
 }
 # Images whose tag the operator derives on each node: mirror one per node OS (and kernel, when precompiled).
