@@ -217,3 +217,11 @@ def test_the_render_validates_at_the_stacks_kubernetes_version_and_not_before(ob
         with pytest.raises(kubernetes_validate.SchemaNotFoundError):
             kubernetes_validate.validate(o, "1.33.0", strict=True)
     assert [p for o in objs for p in schema_problems_at(o, "1.34.0")] == []  # the rest, CRDs included
+
+
+def test_a_claimed_rail_names_no_device_plugin_resource(rendered):
+    """A `dra` rail is claimed through its DeviceClass; no device plugin counts it, so the profile and the summary
+    name no resource a pod could request (what they once showed, `/_rail0`, exists nowhere)."""
+    summary = rendered("prod-dra").files["SUMMARY.md"]
+    rows = [line for line in summary.splitlines() if line.startswith("| rail")][1:]
+    assert rows and all("| DRA claim |" in row for row in rows) and "/_rail" not in summary

@@ -208,3 +208,37 @@ def test_every_job_template_asks_for_its_placement(objs):
     for rt in (o for o in objs if o["kind"] == "ClusterTrainingRuntime"):
         for rj in rt["spec"]["template"]["spec"]["replicatedJobs"]:
             assert rj["template"]["spec"]["template"]["metadata"]["annotations"][job_topology.PREFERRED] == "fabric.topograph.run/tier-0"
+
+
+# kubeflow/trainer@v1.9.4:pkg/controller.v1/register_controller.go SupportedSchemeReconciler (kinds, matched
+# case-insensitively by EnabledSchemes.Set) and cmd/training-operator.v1/main.go setupControllers: only the enabled
+# schemes get a reconciler and a webhook handler; an empty list enables all.
+OPERATOR_SCHEMES = {"tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob"}
+# kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/kubeflow/jobs/{pytorchjob,tfjob}: the kubeflow.org/v1 kinds Kueue
+# admits (its mpijob integration is mpi-operator's v2beta1).
+KUEUE_V1_KINDS = {"pytorchjob", "tfjob"}
+
+
+def test_on_kueue_the_training_operator_serves_only_the_kinds_kueue_admits():
+    """Every other v1 kind has neither controller nor webhook handler, so the overlay's webhook (failurePolicy Fail)
+    refuses its creation instead of letting it run outside quota; and every scheme named is one the operator knows
+    (an unknown one exits the manager at start)."""
+    from components.platform import training_operator
+
+    flags = training_operator.manager_flags(cfg(STACK))
+    schemes = {f.split("=", 1)[1].lower() for f in flags if f.startswith("--enable-scheme=")}
+    assert schemes == KUEUE_V1_KINDS and schemes <= OPERATOR_SCHEMES
+
+
+# kubernetes-sigs/kueue@v0.19.2:charts/kueue/templates/_helpers.tpl kueue.selectorLabels: the manager pods' labels
+# (kueue.name is the chart name, `kueue`, without nameOverride).
+KUEUE_MANAGER_LABELS = {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"}
+
+
+def test_the_managers_spread_selects_the_managers_own_pods():
+    """A spread constraint whose selector matches no pod spreads nothing: both webhook replicas could land on one
+    node and a single drain would take Kueue's fail-closed webhooks away."""
+    values = kueue.values(cfg(STACK))
+    (spread,) = values["controllerManager"]["topologySpreadConstraints"]
+    selector = spread["labelSelector"]["matchLabels"]
+    assert selector and selector.items() <= KUEUE_MANAGER_LABELS.items()

@@ -72,6 +72,10 @@ class RenderError(Exception):
 # ------------------------------------------------------------------------------------------- stack config
 
 
+def _code(text: str | None) -> str:
+    return f"`{text}`" if text else ""
+
+
 def _rel(path: Path) -> Path:
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
@@ -413,7 +417,7 @@ def profile_section(profile: dict | None) -> str:
     if profile["rails"]:
         lines += ["| rail | network | resource | HCA | subnet | Gb/s |", "|---|---|---|---|---|---|"]
         lines += [
-            f"| {r['name']} | {r.get('network') or '-'} | `{r['resource']}` | {r['hca']} "
+            f"| {r['name']} | {r.get('network') or '-'} | {_code(r.get('resource')) or 'DRA claim'} | {r['hca']} "
             f"| {r.get('subnet') or '-'} | {r['speedGbps']} |"
             for r in profile["rails"]
         ]

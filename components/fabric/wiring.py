@@ -51,8 +51,8 @@ class Rail:
     index: int
     name: str
     network: str | None  # NetworkAttachmentDefinition name in each training namespace (None: no secondary network)
-    resource: str  # device-plugin resource a pod requests for this rail
-    resource_name: str  # the same without the prefix, as device-plugin configs spell it
+    resource: str | None  # device-plugin resource a pod requests for this rail; None: claimed through DRA instead
+    resource_name: str | None  # the same without the prefix, as device-plugin configs spell it
     hca: str  # host RDMA device
     host_interface: str | None
     subnet: str | None
@@ -106,13 +106,14 @@ def rails(fabric: FabricConfig) -> list[Rail]:
     out = []
     for i, rc in enumerate(fabric.rails):
         name = fabric.rail_name(i)
-        resource_name = f"{att.resource_stem}_{name}"
+        # `dra`: the NIC is claimed (components/fabric/dra.py), no device plugin counts it.
+        resource_name = None if att.claims else f"{att.resource_stem}_{name}"
         out.append(
             Rail(
                 index=i,
                 name=name,
                 network=f"{name}-{att.name}" if att.secondary_network else None,
-                resource=f"{att.resource_prefix}/{resource_name}",
+                resource=None if resource_name is None else f"{att.resource_prefix}/{resource_name}",
                 resource_name=resource_name,
                 hca=rc.hca,
                 host_interface=rc.interface,
@@ -252,7 +253,7 @@ def pod_wiring(
         # The claim holds the GPUs and rails; a partial-node pod's HCAs are known only once allocated
         # (components/fabric/dra.py), so NCCL_IB_HCA is set at start (components/jobs/dra_hca.sh).
         claim = dra.fabric_claim(claim_template, gpus, gpus_per_node, len(used))
-    resources = {r.resource: 1 for r in used} if claim is None else {}
+    resources = {r.resource: 1 for r in used if r.resource is not None}
     if (node_resource := fabric.kind_row.node_resource) is not None:
         per_node = fabric.efa_devices_per_node or 0
         resources[node_resource] = max(1, per_node * gpus // gpus_per_node)

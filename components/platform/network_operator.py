@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Any, assert_never
 
 import pulumi
 
@@ -111,7 +111,7 @@ def nic_cluster_policy(platform: PlatformConfig) -> dict:
     if att is not None:
         match att.device_plugin:
             case "rdma-shared":
-                config = {
+                config: dict[str, Any] = {
                     "configList": [
                         {
                             "resourceName": r.resource_name,

@@ -59,7 +59,9 @@ def attachments(platform: PlatformConfig) -> list[dict]:
     out = []
     for ns in platform.training_namespaces:
         for r in fab.rails(platform.fabric):
-            assert r.network is not None, "SecondaryNetworks is built only for attachments with a network"
+            assert r.network is not None and r.resource is not None, (
+                "SecondaryNetworks is built only for attachments with a network and a counted resource"
+            )
             out.append(
                 {
                     "apiVersion": "k8s.cni.cncf.io/v1",
