@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from components.jobs.operator_v1 import rendezvous
+from components import versions
 from components.model import config
 from components.model.config import PlatformConfig
 from components.model.profile import profile
@@ -39,6 +40,10 @@ def with_system(stack: str) -> PlatformConfig:
         ("network-operator.values.yaml", "operator.tolerations", "network-operator", 0),
         ("network-operator_subchart_sriov-network-operator.values.yaml", "operator.tolerations", "network-operator", 1),
         ("csi-driver-nfs.values.yaml", "controller.tolerations", "csi-driver-nfs", 0),
+        ("dra-driver-nvidia-gpu.values.yaml", "controller.tolerations", versions.GPU_DRA_CHART, 0),
+        ("kueue.values.yaml", "controllerManager.tolerations", versions.KUEUE_CHART, 0),
+        ("topograph.values.yaml", "tolerations", versions.TOPOGRAPH_CHART, 0),
+        ("topograph.values.yaml", "nodeObserver.tolerations", versions.TOPOGRAPH_CHART, 1),
     ],
 )
 def test_the_chart_defaults_a_tolerations_list_replaces_are_kept(file, path, chart, slot):

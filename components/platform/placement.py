@@ -95,12 +95,13 @@ SLOTS: dict[str, tuple[Slot, ...]] = {
     versions.DRANET_CHART: (),  # kubernetes-sigs/dranet@v1.4.0: a DaemonSet only, on the GPU nodes
     # kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/values.yaml controller.*
     # (the ComputeDomain controller Deployment; the kubelet plugin is a DaemonSet on the GPU nodes), whose default
-    # toleration is the control plane's. dranet is a DaemonSet only.
+    # tolerations are the control plane's, the old master's and CriticalAddonsOnly (any effect). dranet is a DaemonSet
+    # only.
     versions.GPU_DRA_CHART: (
         Slot(
             "controller.nodeSelector",
             ("controller.tolerations",),
-            (_toleration("node-role.kubernetes.io/control-plane", "Exists"),),
+            (CONTROL_PLANE_EXISTS, MASTER_EXISTS, {"key": "CriticalAddonsOnly", "operator": "Exists"}),
         ),
     ),
     # NVIDIA/topograph@v1.0.0:charts/topograph/values.yaml: the API server (top level) and nodeObserver.* (the
