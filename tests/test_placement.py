@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from components.jobs.operator_v1 import rendezvous
 from components import versions
+from components.jobs.operator_v1 import rendezvous
 from components.model import config
 from components.model.config import PlatformConfig
 from components.model.profile import profile

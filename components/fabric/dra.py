@@ -30,8 +30,6 @@ CLAIM = "fabric"  # the pod's claim name; its containers list it in resources.cl
 # The whole-node template in every training namespace, which the Trainer v2 runtimes name (a cluster-wide runtime
 # can only name a template by name, resolved in each TrainJob's namespace).
 RUNTIME_TEMPLATE = "fastpath-fabric"
-# The most devices one claim may hold (k8s.io/api resource/v1 AllocationResultsMaxSize).
-MAX_DEVICES = 32
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from components.model.base import JobApi
 from components.model.config import FabricConfig, NodesConfig, PlatformConfig
 from components.model.job import CHECKPOINT_ROOT
 
-SCHEDULER_NAME = "volcano"
 # What Volcano v1.15.1, as components/platform/volcano.py configures it, does with these tiers
 # (PodGroup priorityClassName):
 # gangpreempt evicts whole gangs of strictly lower tiers in the preemptor's own queue, never part of a gang, and

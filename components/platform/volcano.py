@@ -17,7 +17,6 @@ from components.platform import topology as fabric_topology
 
 NAMESPACE = "volcano-system"
 COMPONENT = "volcano"
-SCHEDULER_NAME = profile.SCHEDULER_NAME
 PRIORITY_CLASSES = profile.PRIORITY_CLASSES  # training tiers: preemption order when the cluster is full
 DEFAULT_PRIORITY_CLASS = profile.DEFAULT_PRIORITY_CLASS
 
