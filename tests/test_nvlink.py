@@ -48,16 +48,24 @@ def test_each_job_gets_its_own_compute_domain_and_claims_its_channel(objs):
         assert env["NCCL_MNNVL_ENABLE"] == "1" and env["NCCL_CUMEM_ENABLE"] == "1"
 
 
-def place(pod: dict, nodes: dict[str, str], free: list[str], placed: dict[str, str]) -> str | None:
+def place(pod: dict, nodes: dict[str, str], free: list[str], placed: dict[str, str], labels: dict[str, str] | None = None) -> str | None:
     """Where kube-scheduler may put the next pod of a job (InterPodAffinity, kubernetes/kubernetes
     pkg/scheduler/framework/plugins/interpodaffinity filtering.go): a required podAffinity term is met on a node
-    whose topologyKey value equals that of a node holding a matching pod; when no pod matches anywhere and the pod
-    matches its own term, any node with the key passes (the first pod of the job). `nodes`: node -> clique;
+    whose topologyKey value equals that of a node holding a pod the term selects; when no pod matches anywhere and
+    the pod matches its own term, any node with the key passes (the first pod of the job); otherwise none does.
+    Every pod of the job carries `labels` (the template's own, plus what the controllers add, e.g. JobSet's name);
+    matchLabelKeys take their values from them (merged into the selector at creation). `nodes`: node -> clique;
     `placed`: pod -> node of the job's pods so far. The anti-affinity term (one pod per node) is kept too."""
+    labels = {**pod["metadata"].get("labels", {}), **(labels or {})}
     terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert [t["topologyKey"] for t in terms] == [dra.CLIQUE_LABEL]
+    (term,) = terms
+    selector = {**term["labelSelector"]["matchLabels"], **{k: labels.get(k) for k in term.get("matchLabelKeys", [])}}
+    selects_the_job = selector.items() <= labels.items()  # the job's pods are all alike
     taken = set(placed.values())
-    cliques = {nodes[n] for n in taken}
+    cliques = {nodes[n] for n in taken} if selects_the_job else set()
+    if not cliques and not selects_the_job:
+        return None  # no pod matches and the pod does not match its own term: unschedulable everywhere
     for node in free:
         if node in taken:
             continue
@@ -86,7 +94,9 @@ def test_a_job_stays_in_one_clique(objs):
 def test_the_render_lints_clean_and_without_its_domain_the_pack_refuses_it(objs):
     """mnnvl-compute-domain: MNNVL required with no IMEX channel claim is what fails NCCL at init."""
     assert [v.rule for v in lint.lint(objs)] == []
-    without = [o for o in objs if o["kind"] != "ComputeDomain"]
+    import copy
+
+    without = [copy.deepcopy(o) for o in objs if o["kind"] != "ComputeDomain"]  # the render is shared by the tests
     for pod in workers(without).values():
         pod["spec"].pop("resourceClaims")
         for c in pod["spec"]["containers"]:
@@ -210,8 +220,9 @@ def test_a_trainjob_gets_its_own_runtime_which_claims_its_compute_domain(objs):
     nodes = {f"a{i:02}": "cluster.0" for i in range(18)} | {f"b{i:02}": "cluster.1" for i in range(18)}
     free = ["a00", "a01", *(n for n in nodes if n.startswith("b"))]
     placed: dict[str, str] = {}
+    jobset = {build.JOBSET_NAME_LABEL: job["metadata"]["name"]}  # what JobSet labels every pod with
     for i in range(job["spec"]["trainer"]["numNodes"]):
-        if (node_name := place(pod, nodes, free, placed)) is None:
+        if (node_name := place(pod, nodes, free, placed, jobset)) is None:
             break
         placed[f"pod-{i}"] = node_name
     assert sorted(placed.values()) == ["a00", "a01"]
@@ -313,3 +324,12 @@ def test_a_v2_acceptance_gets_its_own_runtime_without_restarts():
     rt = made[1][0]
     assert rt["metadata"]["name"] == manifest["spec"]["runtimeRef"]["name"]
     assert rt["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 0
+
+
+def test_a_clique_term_that_selects_no_pod_of_the_job_places_nothing(objs):
+    """The model above fails a selector the job's pods do not carry (kube-scheduler would find no node at all)."""
+    import copy
+
+    pod = copy.deepcopy(workers(objs)["llama-pretrain"])  # the render is shared by the tests
+    pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"] = {"matchLabels": {"fastpath.dev/job": "another"}}
+    assert place(pod, {"a00": "cluster.0"}, ["a00"], {}) is None
