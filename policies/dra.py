@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from components.fabric import dra as fabric_dra
 from policies.pods import int_or_none
 from policies.podspecs import PodTemplate
 
@@ -48,17 +49,17 @@ if TYPE_CHECKING:
     from policies.pods import Facts
 
 GPU, NIC, CHANNEL = "GPU", "RDMA NIC", "IMEX channel"
-GPU_DRIVER = "gpu.nvidia.com"
-NIC_DRIVERS = ("dra.net", "sriovnetwork.k8snetworkplumbingwg.io")
+GPU_DRIVER = fabric_dra.GPU_CLASS  # the chart's DeviceClass is named after its driver
+NIC_DRIVERS = (fabric_dra.NIC_DRIVER, "sriovnetwork.k8snetworkplumbingwg.io")
 CHANNEL_DRIVER = "compute-domain.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 KNOWN_CLASSES = {
-    "gpu.nvidia.com": GPU,
+    GPU_DRIVER: GPU,
     "mig.nvidia.com": GPU,
     CHANNEL_CLASS: CHANNEL,
     "sriovnetwork.k8snetworkplumbingwg.io": NIC,
 }
-PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+PCIE_ROOT = fabric_dra.PCIE_ROOT
 KINDS = ("ResourceClaimTemplate", "ResourceClaim", "DeviceClass", "ComputeDomain")
 ANY_NAMESPACE = "*"  # index key of a name in whichever namespace holds it (None: in several)
 CLAIMED = "resource claim "  # how a claim's devices are named among a container's GPUs and RDMA resources

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from components.jobs.resolve import DEFAULT_LOCAL_QUEUE
 from components.jobs.runtime_v2.controller import effective_jobset
 from policies.podspecs import Extracted, jobset_templates
 
@@ -79,7 +80,7 @@ class RuntimeIndex:
             if (
                 isinstance(obj, dict)
                 and obj.get("kind") == "LocalQueue"
-                and _d(obj.get("metadata")).get("name") == "default"
+                and _d(obj.get("metadata")).get("name") == DEFAULT_LOCAL_QUEUE
             ):
                 if str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
                     self.kueue_defaulted.add(_namespace(obj))

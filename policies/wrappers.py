@@ -9,9 +9,8 @@ every component's pods or none. So a component inherits the wrapper's namespace 
 
 from __future__ import annotations
 
+from components.jobs.resolve import KUEUE_QUEUE_LABEL
 from policies.pods import dict_or_empty
-
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def _appwrapper(obj: dict) -> list[tuple[str, dict]]:

@@ -166,6 +166,8 @@ def job_meta(r: Resolved) -> dict:
 # (kubernetes-sigs/kueue@v0.19.2:pkg/controller/constants/constants.go QueueLabel, WorkloadPriorityClassLabel).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# The LocalQueue Kueue's webhooks put an unlabelled job in (pkg/controller/constants DefaultLocalQueueName).
+DEFAULT_LOCAL_QUEUE = "default"
 
 
 def queue_labels(r: Resolved) -> dict[str, str]:

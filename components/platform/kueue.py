@@ -30,6 +30,7 @@ import pulumi
 import yaml
 
 from components import k8s, versions
+from components.jobs.resolve import DEFAULT_LOCAL_QUEUE
 from components.model import profile
 from components.model.config import PlatformConfig, QueueConfig
 from components.platform import mirrors, placement, shares, topology
@@ -39,7 +40,6 @@ COMPONENT = "kueue"
 API = "kueue.x-k8s.io/v1beta2"  # every Kueue CRD stores v1beta2 at v0.19.2; v1beta1 is deprecated
 COHORT = "fastpath"
 GPU = "nvidia.com/gpu"
-DEFAULT_LOCAL_QUEUE = "default"  # pkg/controller/constants DefaultLocalQueueName
 # What each tier does under Kueue (PriorityClass descriptions; the values are profile.PRIORITY_CLASSES').
 _ACROSS = (
     "Across queues tiers do not apply: a queue within its quota takes whole gangs, of any tier, from queues "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from components.fabric.dra import CLIQUE_LABEL
 from policies import dra
 from policies.engine import MANDATORY, Context, Finding, rule
 from policies.pods import containers, dict_or_empty, rank_env, where
@@ -115,7 +116,7 @@ def dra_nic_alignment(ctx: Context) -> Iterator[Finding]:
         )
 
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"  # GPU Feature Discovery's (NVIDIA/k8s-device-plugin@v0.20.0:internal/lm/imex.go)
+# CLIQUE_LABEL: GPU Feature Discovery's (NVIDIA/k8s-device-plugin@v0.20.0:internal/lm/imex.go).
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
 # What the device plugin asks the NVIDIA runtime for channels with (NVIDIA/k8s-device-plugin@v0.20.0:
 # api/config/v1/imex.go ImexChannelEnvVar, set in internal/plugin/server.go).

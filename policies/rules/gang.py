@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from components.jobs.resolve import KUEUE_QUEUE_LABEL
 from components.jobs.runtime_v2.build import SERVED_NAMESPACES
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
 from policies.pods import dict_or_empty, int_or_none, pod_annotations
@@ -28,8 +29,6 @@ TRAINING = {
 }
 
 
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # batch/v1 Job's opt-in to partial admission: Kueue may admit it with fewer pods, down to this many
 # (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/job/job_controller.go JobMinParallelismAnnotation, read by
 # Job.PodSets as the podset's MinCount; the PartialAdmission gate is beta and on).

@@ -11,14 +11,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from components.jobs.resolve import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
 from policies.pods import dict_or_empty, int_or_none, pod_annotations
 from policies.podspecs import REPLICA_SPECS, PodTemplate
 from policies.rules.gang import (
     KUEUE_INTEGRATIONS,
     KUEUE_MPIJOB_VERSION,
-    KUEUE_PRIORITY_LABEL,
-    KUEUE_QUEUE_LABEL,
     kueue_gap,
     kueue_integrated,
     ungang,
