@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.ncclcheck.parse import SECTION_BEGIN, SECTION_END
+from components.jobs.sections import section_markers
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = 125
@@ -178,11 +178,8 @@ def generate_series(path: Path, size_mb: float) -> tuple[int, list[int]]:
     with path.open("w") as out:
         while not counts or written < size_mb * 1e6:
             nodes = len(counts) + 1
-            text = (
-                f"{SECTION_BEGIN.format(n=nodes)}\n"
-                + one_run(nodes, nodes, "nccl-acceptance-worker")
-                + f"{SECTION_END.format(n=nodes)}\n"
-            )
+            begin, end = section_markers(nodes)
+            text = f"{begin}\n" + one_run(nodes, nodes, "nccl-acceptance-worker") + f"{end}\n"
             out.write(text)
             written += len(text)
             counts.append(nodes)

@@ -13,4 +13,5 @@ they build on each other:
     contract     what reviewers see of a job, and what a fault does to it
     component    TrainingJob, which resolves a job and registers what the builders return
     acceptance   FabricAcceptance: nccl-tests across the fabric, run as a job
+    sections     its log's marker lines and expected transports, shared with tools/ncclcheck
 """

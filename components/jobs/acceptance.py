@@ -26,6 +26,7 @@ from components.fabric import wiring as fabric
 from components.jobs import component, pairwise, trainjob
 from components.jobs.launch import mpirun_command
 from components.jobs.resolve import Resolved, resolve
+from components.jobs.sections import LOCAL, MNNVL, OVER_NVLINK, section, section_markers
 from components.model.config import AcceptanceConfig, FabricConfig
 from components.model.job import JobSpec
 from components.model.profile import ACCEPTANCE_QUEUE, Profile, QueueProfile
@@ -35,7 +36,6 @@ from components.platform import volcano
 FABRIC_ENV = "FASTPATH_FABRIC_GENERATION"
 JOB_NAME = "nccl-acceptance"
 QUEUE = ACCEPTANCE_QUEUE
-MARKER = "fastpath-acceptance:"
 CHECK_ANNOTATION = "fastpath.dev/check"
 # One-node allreduce floors (GB/s) by GPU product label: NCCL's ring reaches ~370 on 8 x H100/H200 SXM (NVLink4)
 # and ~230 on 8 x A100 SXM (NVLink3) (H100: NVIDIA/nccl-tests issue #212); the floor leaves room, a broken NVLink
@@ -53,9 +53,6 @@ NVLINK_FLOORS = (
 # trays at 8-16 GiB (CoreWeave's nccl-tests README, 72 GPUs: 835 out-of-place); a tray whose fabric fell back, or a
 # rack with a degraded NVSwitch tray, lands far below 720.
 MNNVL_FLOORS = (("GB200", 720.0),)
-# The transport a multi-node NVLink run is judged as (tools/ncclcheck --expect) and the section it is written under.
-MNNVL_EXPECT = "mnnvl"
-OVER_NVLINK = "nvlink"
 
 
 def node_counts(acc: AcceptanceConfig, cluster_nodes: int) -> list[int]:
@@ -183,20 +180,14 @@ def series_script(r: Resolved, counts: list[int], pairwise_text: str | None = No
         # A ring measures the network, not tree or NVLS tricks (with more than one node).
         ring = ["-x", "NCCL_ALGO=Ring"] if n > 1 else []
         cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *ring, *base[np_at + 2 :]]
-        lines += [
-            f"echo '{MARKER} begin {n} nodes'",
-            f"{network if n > 1 else ''}{shlex.join(cmd)} || status=1",
-            f"echo '{MARKER} end {n} nodes'",
-        ]
+        begin, end = section_markers(section(n))
+        lines += [f"echo '{begin}'", f"{network if n > 1 else ''}{shlex.join(cmd)} || status=1", f"echo '{end}'"]
         if nvlink and n > 1:
             # Then the same nodes over multi-node NVLink, required (the pods' NCCL_MNNVL_ENABLE=1), with NCCL's
             # own algorithm choice (NVLS inside a clique): what training inside the rack gets.
             cmd = [*base[:np_at], "-np", str(n * r.gpus), "-H", hostlist, *base[np_at + 2 :]]
-            lines += [
-                f"echo '{MARKER} begin {n} nodes over {OVER_NVLINK}'",
-                f"{shlex.join(cmd)} || status=1",
-                f"echo '{MARKER} end {n} nodes over {OVER_NVLINK}'",
-            ]
+            begin, end = section_markers(section(n, OVER_NVLINK))
+            lines += [f"echo '{begin}'", f"{shlex.join(cmd)} || status=1", f"echo '{end}'"]
     lines.append("exit $status")
     return "\n".join(lines) + "\n"
 
@@ -239,7 +230,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         if n > 1:
             expect, floor, warn = r.wiring.transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
         else:  # one node: NVLink/SHM only, no network to judge
-            expect, floor, warn = "local", nvlink_floor_gbps(acc, profile.gpu.product), None
+            expect, floor, warn = LOCAL, nvlink_floor_gbps(acc, profile.gpu.product), None
         args += ["--expect", expect]
         if floor:
             args += ["--min-busbw", f"{floor:g}"]
@@ -267,14 +258,14 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         runs.append(run)
         if r.wiring.imex_template is not None and n > 1:
             floor = mnnvl_floor_gbps(acc, profile.gpu.product)
-            section = f"{n}/{OVER_NVLINK}"
-            args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", section, "--ranks", str(ranks)]
-            args += ["--expect", MNNVL_EXPECT, *(["--min-busbw", f"{floor:g}"] if floor else [])]
+            over = section(n, OVER_NVLINK)
+            args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", over, "--ranks", str(ranks)]
+            args += ["--expect", MNNVL, *(["--min-busbw", f"{floor:g}"] if floor else [])]
             runs.append(
                 {
                     **run,
                     "over": OVER_NVLINK,
-                    "expect": MNNVL_EXPECT,
+                    "expect": MNNVL,
                     "minBusbwGbps": floor,
                     "warnBusbwGbps": None,
                     "check": shlex.join(args),

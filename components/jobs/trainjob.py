@@ -74,7 +74,6 @@ def node_shape(profile: Profile, framework: str, tier: str | None, imex_template
         priority_class=tier if sched.name else None,
         topology_key=profile.nodes.affinity_key,
         imex_check=IMEX_CHECK if imex_template is not None else None,
-        clique_key=dra.CLIQUE_LABEL if imex_template is not None else None,
         **_placement(profile, framework),
         checkpoint_claim=cp.claim if cp else None,
         checkpoint_mount=cp.mount_root if cp else "/checkpoints",
@@ -145,14 +144,7 @@ def own_runtime_name(r: Resolved) -> str:
 def _trainer_env(r: Resolved) -> list[dict]:
     """What the TrainJob adds to the runtime's env: the job's own variables and deliberate overrides (NCCL_DEBUG
     with debugNccl included), merged by name into the `node` container; secrets by reference."""
-    base = fabric.pod_wiring(
-        r.profile.fabric,
-        None,
-        r.gpus,
-        r.profile.gpu.per_node,
-        imex_template=r.wiring.imex_template,
-        nvlink_domain=r.profile.gpu.clique_nodes is not None,
-    ).env
+    base = node_shape(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class, r.wiring.imex_template).wiring.env
     env: list[dict] = [{"name": k, "value": v} for k, v in r.env.items() if base.get(k) != v and k != "CHECKPOINT_DIR"]
     env += [
         {"name": k, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}

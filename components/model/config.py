@@ -873,6 +873,12 @@ class MirrorsConfig(Model):
         return ref.startswith(f"{self.registry}/")
 
 
+def acceptance_api(job_apis: tuple[JobApi, ...], scheduler: str | None) -> JobApi:
+    """The API the fabric acceptance runs on: a TrainJob through the MPI runtime where v2 is the only API, or on
+    Kueue (which has no Training Operator MPIJob integration) where v2 is served; else an MPIJob."""
+    return "v2" if job_apis == ("v2",) or (scheduler == "kueue" and "v2" in job_apis) else "v1"
+
+
 class PlatformConfig(Model):
     cluster: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
     """Cluster name; labels every object fastpath creates. Required."""
@@ -1176,11 +1182,8 @@ class PlatformConfig(Model):
 
     @property
     def acceptance_api(self) -> JobApi:
-        """The API the fabric acceptance runs on: a TrainJob through the MPI runtime where v2 is the only API, or
-        on Kueue (which has no Training Operator MPIJob integration) where v2 is served; else an MPIJob."""
-        if self.job_apis == ("v2",) or (self.kueue_enabled and "v2" in self.job_apis):
-            return "v2"
-        return "v1"
+        """The API the fabric acceptance runs on (acceptance_api)."""
+        return acceptance_api(self.job_apis, self.scheduler.name)
 
     def _mirrored(self) -> None:
         """With mirrors, every image the platform names is the mirror's, and the Training Operator has a source."""

@@ -15,7 +15,7 @@ from components.fabric import kinds
 from components.fabric import wiring as fabric
 from components.fabric.wiring import Rail
 from components.model.base import JobApi
-from components.model.config import FabricConfig, NodesConfig, PlatformConfig
+from components.model.config import FabricConfig, NodesConfig, PlatformConfig, acceptance_api
 from components.model.job import CHECKPOINT_ROOT
 
 # What Volcano v1.15.1, as components/platform/volcano.py configures it, does with these tiers
@@ -159,8 +159,8 @@ class Profile:
 
     @property
     def acceptance_api(self) -> JobApi:
-        """What the fabric acceptance runs as (PlatformConfig.acceptance_api)."""
-        return "v2" if self.job_apis == ("v2",) or (self.scheduler.name == "kueue" and "v2" in self.job_apis) else "v1"
+        """What the fabric acceptance runs as (config.acceptance_api)."""
+        return acceptance_api(self.job_apis, self.scheduler.name)
 
     def runtimes(self) -> list[tuple[str, str, str | None]]:
         """(name, framework, priority class) of every runtime the cluster publishes, in a stable order."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.fabric.kinds import KINDS, Transport
+from components.jobs.sections import LOCAL, MNNVL, section_markers
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
@@ -210,10 +211,8 @@ EFA: Transport = "efa"
 # NET modules of one kind's own net plugin, by lowercased name: the module is the transport (Kind.net_modules).
 PLUGIN_TRANSPORTS: dict[str, Transport] = {m.lower(): k.transport for k in KINDS.values() for m in k.net_modules}
 PLUGIN = "plugin"
-# A one-node run's transport (P2P and SHM only): what --expect names beside the fabric kinds' transports.
-LOCAL = "local"
-# A multi-node run whose every connection is multi-node NVLink (GB200/GB300 NVL72): also what --expect names.
-MNNVL = "mnnvl"
+# LOCAL (a one-node run) and MNNVL (inside one NVLink clique): what --expect names beside the fabric kinds'
+# transports (components/jobs/sections.py, shared with the acceptance that writes the checks).
 # aws-ofi-nccl on another libfabric provider than EFA's (Slingshot's cxi, tcp): `libfabric/<provider>`.
 OTHER_PROVIDER = "libfabric/"
 EFA_PROVIDER = "efa"  # libfabric's name for its EFA provider
@@ -605,23 +604,6 @@ def read_lines(path: Path) -> Iterator[str]:
                 while rest and not rest.endswith("\n"):
                     rest = f.readline(MAX_LINE)
             yield line
-
-
-SECTION_BEGIN = "fastpath-acceptance: begin {n} nodes"
-SECTION_END = "fastpath-acceptance: end {n} nodes"
-# A section over one transport of several (an NVL72 acceptance runs each size over the network and over multi-node
-# NVLink): `--section 4/nvlink` reads `... begin 4 nodes over nvlink`.
-SECTION_OVER = " over {over}"
-SECTION = re.compile(r"([1-9]\d{0,5})(?:/([a-z]{1,16}))?")
-
-
-def section_markers(section: str | int) -> tuple[str, str]:
-    """The begin and end lines of an acceptance log's `section` (`N`, or `N/OVER`: the N-node run over OVER)."""
-    m = SECTION.fullmatch(str(section))
-    if m is None:
-        raise ValueError(f"section {section!r}: expected NODES or NODES/TRANSPORT (4, 4/nvlink)")
-    over = SECTION_OVER.format(over=m.group(2)) if m.group(2) else ""
-    return SECTION_BEGIN.format(n=m.group(1)) + over, SECTION_END.format(n=m.group(1)) + over
 
 
 def parse(

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components import versions
+from components.fabric import dra
 from components.fabric.wiring import TORCHRUN_POD_ADDRESS, PodWiring, wire_pod
 from components.jobs import telemetry
 from components.jobs.runtime_v2.controller import (
@@ -118,9 +119,6 @@ class NodeShape:
     imex_check: str | None = None
     """Multi-node NVLink: the program (components/jobs/imex_check.sh) the `imex` init container runs with the pod's
     GPUs and IMEX channel before anything else; None: none."""
-    clique_key: str | None = None
-    """Required pod affinity domain: every GPU pod of a run on one node of this label's value (the NVLink clique of
-    multi-node NVLink); None: none."""
     checkpoint_claim: str | None = None
     checkpoint_mount: str = "/checkpoints"
     preflight_config_map: str | None = None
@@ -242,9 +240,10 @@ def _pod(shape: NodeShape, container: dict, role: str) -> dict:
         affinity["podAffinity"] = {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
         }
-    if shape.clique_key:
-        # The whole run in one clique (the first pod matches its own term, so it may start the clique).
-        term = {"labelSelector": selector, "matchLabelKeys": [JOBSET_NAME_LABEL], "topologyKey": shape.clique_key}
+    if shape.wiring.imex_template is not None:
+        # Multi-node NVLink: the whole run in the clique of its IMEX channel (the first pod matches its own term, so
+        # it may start the clique).
+        term = {"labelSelector": selector, "matchLabelKeys": [JOBSET_NAME_LABEL], "topologyKey": dra.CLIQUE_LABEL}
         affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [term]
     spec["affinity"] = affinity
     if shape.scheduler == "volcano":
