@@ -242,3 +242,13 @@ def test_the_managers_spread_selects_the_managers_own_pods():
     (spread,) = values["controllerManager"]["topologySpreadConstraints"]
     selector = spread["labelSelector"]["matchLabels"]
     assert selector and selector.items() <= KUEUE_MANAGER_LABELS.items()
+
+
+def test_the_summary_says_what_an_eviction_does_to_a_pytorchjob(rendered):
+    """Kueue evicts by suspending the job (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobframework/reconciler.go
+    stopJob): every agent gets SIGTERM, and the readmitted pods meet the same c10d store, which is not Kueue's to
+    restart. The reviewer is told when that resumes and what it costs, not a promise it always does."""
+    summary = rendered(STACK).files["SUMMARY.md"]
+    section = summary[summary.index("### `llama-pretrain`") :]
+    faults = next(line for line in section.splitlines() if line.startswith("| faults |"))
+    assert "leaves the rendezvous open on SIGTERM" in faults and "each readmission spends one of its" in faults

@@ -534,7 +534,7 @@ def jobs_section(jobs: dict) -> str:
         lines += [f"| {k} | {c[k] if c.get(k) is not None else '-'} |" for k in scalar]
         if "runtime" in c:  # a TrainJob: the contract is its effective pod (runtime merged with the job)
             lines.append(f"| runtime | {c['runtime']} |")
-            lines.append(f"| faults | {c['faults']} |")
+        lines.append(f"| faults | {c['faults']} |")
         if c.get("claims"):
             lines.append(f"| claims | {c['claims']} |")
         lines.append(f"| networks | {', '.join(c['networks']) or '-'} |")

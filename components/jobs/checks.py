@@ -238,7 +238,7 @@ def scheduler_problems(spec: JobSpec, profile: Profile) -> list[tuple[str, str]]
             out.append(("topology", "the cluster declares no topology (fastpath:platform.nodes.topology): remove it"))
         return out
     names = [lv.name for lv in topology.levels]
-    placement = spec.topology or topology.default_placement
+    placement = topology.placement_of(spec.topology)
     if placement.level not in names:
         return [*out, ("topology.level", f"{placement.level!r} is not a level of this cluster ({', '.join(names)})")]
     if api == "v2" and spec.topology is not None and spec.topology != topology.default_placement:

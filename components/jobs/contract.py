@@ -79,9 +79,18 @@ def kueue_faults(r: Resolved) -> str:
     if r.scheduler != "kueue":
         return ""
     out = "; under Kueue an eviction (preemption, reclaim, pods not ready for its recovery timeout) suspends the "
-    out += "whole job and requeues it, resuming from its checkpoint when readmitted"
+    out += "whole job and requeues it"
     if r.api == "v1" and r.spec.framework == "pytorch":
-        out += f" (within {store_idle_seconds(r.profile)}s, while its rendezvous store waits; later, resubmit it)"
+        # Every agent gets SIGTERM; the readmitted pods rejoin the same c10d store, whose rendezvous an agent that
+        # closes it on SIGTERM has closed, and each readmission counts one of every pod's starts.
+        out += (
+            ": readmitted, it resumes from its checkpoint only if the image's torchrun leaves the rendezvous open on "
+            f"SIGTERM (torch 2.13's does; else the readmitted run fails: resubmit it), only within "
+            f"{store_idle_seconds(r.profile)}s while its rendezvous store waits, and each readmission spends one of "
+            f"its {r.max_restarts + 1} starts"
+        )
+    else:
+        out += ", resuming from its checkpoint when readmitted"
     if r.placement is not None and r.placement.mode == "required":
         out += f"; a failed node is replaced inside its {r.placement.level}, else the job is evicted"
         topology = r.profile.nodes.topology

@@ -135,7 +135,7 @@ def placement_of(spec: JobSpec, profile: Profile) -> TopologyPlacement | None:
     topology = profile.nodes.topology
     if topology is None:
         return None
-    return spec.topology or topology.default_placement
+    return topology.placement_of(spec.topology)
 
 
 def imex_template(spec: JobSpec) -> str:

@@ -122,3 +122,7 @@ class TopologyConfig(Model):
     @property
     def default_placement(self) -> TopologyPlacement:
         return self.placement or TopologyPlacement(level=self.levels[-1].name)
+
+    def placement_of(self, asked: TopologyPlacement | None) -> TopologyPlacement:
+        """A job's placement: its own `topology`, else the cluster's."""
+        return asked or self.default_placement

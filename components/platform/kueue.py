@@ -73,6 +73,15 @@ BACKOFF_MAX = 3600
 RECOVERY_MINUTES = 60
 
 
+def training_namespaces(platform: PlatformConfig) -> dict[str, Any]:
+    """A namespace selector of exactly the training namespaces (by the name label every namespace carries)."""
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(platform.training_namespaces)}
+        ]
+    }
+
+
 def manager_config(platform: PlatformConfig) -> dict[str, Any]:
     """The chart's controller-manager Configuration (kubernetes-sigs/kueue@v0.19.2:charts/kueue/values.yaml
     managerConfig), restated whole because the value replaces it whole, with fastpath's integrations, GPU-only
@@ -108,11 +117,7 @@ def manager_config(platform: PlatformConfig) -> dict[str, Any]:
         # whatever the integrations (charts/kueue/templates/webhook/manifests.yaml): the training namespaces only,
         # so no other install's Job waits on Kueue being up. The default LocalQueue applies there alone too
         # (jobframework/defaults.go ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector).
-        "managedJobsNamespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(platform.training_namespaces)}
-            ]
-        },
+        "managedJobsNamespaceSelector": training_namespaces(platform),
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
     }
 
@@ -170,15 +175,7 @@ def cluster_queue(
         "metadata": k8s.meta(name, platform.cluster, COMPONENT),
         "spec": {
             "cohortName": COHORT,
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "In",
-                        "values": sorted(platform.training_namespaces),
-                    }
-                ]
-            },
+            "namespaceSelector": training_namespaces(platform),
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": [
                 {
