@@ -104,6 +104,11 @@ UPSTREAM = {
     "topograph-labels": (
         "NVIDIA/topograph@v1.0.0:pkg/engines/k8s/labeler.go (mergeNodeLabels, removeManagedTopologyLabels)"
     ),
+    # A TrainJob runs on the copy of its runtime taken at its first reconcile; a runtime edit reaches new TrainJobs.
+    "runtime-snapshot": (
+        "kubeflow/trainer@v2.3.0:pkg/runtime/core/snapshot.go (createRuntimeSnapshot, getRuntimeSnapshot: the "
+        "<trainjob>-runtime-snapshot ConfigMap)"
+    ),
     "job-replace": (
         "fastpath components/jobs/component.py (replace_on_changes=[spec], delete_before_replace); "
         "kubeflow/trainer@v1.9.4:pkg/controller.v1/common/pod.go (ReconcilePods never updates a running pod)"
@@ -831,7 +836,7 @@ def _runtimes(c: Ctx) -> Iterator[Change]:
                 "TrainJobs that run keep the JobSet made from the old runtime; TrainJobs created from now on "
                 "(and the v2 jobs this stack replaces) get the new one"
             ),
-            upstream=(UPSTREAM["job-replace"],),
+            upstream=(UPSTREAM["runtime-snapshot"], UPSTREAM["job-replace"]),
             keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
         )
 
