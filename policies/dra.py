@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from components.fabric import dra as fabric_dra
-from policies.pods import int_or_none
+from policies.pods import dict_or_empty, dicts, int_or_none, namespace_of
 from policies.podspecs import PodTemplate
 
 if TYPE_CHECKING:
@@ -72,28 +72,22 @@ _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']|["']([^"']+)["']
 _DOMAIN = re.compile(r"""device\.attributes\s*\[\s*["']([^"']+)["']\s*\]""")
 
 
-def _d(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _dicts(value: Any) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def index(obj: dict, out: dict) -> None:
     """File `obj` (one of KINDS) under (kind, namespace, name): a DeviceClass under namespace "", a ComputeDomain
     under the name of the channel template it creates. Each namespaced one also under ANY_NAMESPACE, or None there
     when the name is taken in another namespace too."""
-    kind, md = obj.get("kind"), _d(obj.get("metadata"))
+    kind, md = obj.get("kind"), dict_or_empty(obj.get("metadata"))
     name = md.get("name")
     if kind == "ComputeDomain":
-        name = _d(_d(_d(obj.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
+        name = dict_or_empty(
+            dict_or_empty(dict_or_empty(obj.get("spec")).get("channel")).get("resourceClaimTemplate")
+        ).get("name")
     if not isinstance(name, str) or not name:
         return
     if kind == "DeviceClass":
         out[(kind, "", name)] = obj
         return
-    namespace = str(md.get("namespace") or "default")
+    namespace = namespace_of(obj)
     out[(kind, namespace, name)] = obj
     anywhere = (kind, ANY_NAMESPACE, name)
     out[anywhere] = obj if anywhere not in out or out[anywhere] is obj else None
@@ -106,7 +100,7 @@ def lookup(idx: dict, kind: str, namespace: str | None, name: str) -> dict | Non
 
 
 def _expressions(selectors: Any) -> str:
-    return " ".join(str(_d(s.get("cel")).get("expression") or "") for s in _dicts(selectors))
+    return " ".join(str(dict_or_empty(s.get("cel")).get("expression") or "") for s in dicts(selectors))
 
 
 def _role_of_cel(text: str) -> str | None:
@@ -140,7 +134,11 @@ def class_role(name: str, idx: dict) -> str | None:
     if name in KNOWN_CLASSES:
         return KNOWN_CLASSES[name]
     device_class = idx.get(("DeviceClass", "", name))
-    return _role_of_cel(_expressions(_d(_d(device_class).get("spec")).get("selectors"))) if device_class else None
+    return (
+        _role_of_cel(_expressions(dict_or_empty(dict_or_empty(device_class).get("spec")).get("selectors")))
+        if device_class
+        else None
+    )
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,9 @@ def _exact(name: str, spec: dict, idx: dict) -> Request:
     role = class_role(device_class, idx) or _role_of_cel(own)
     if spec.get("allocationMode") == "All":
         return Request(name, role, device_class, "All", None)
-    by_class = _expressions(_d(_d(idx.get(("DeviceClass", "", device_class))).get("spec")).get("selectors"))
+    by_class = _expressions(
+        dict_or_empty(dict_or_empty(idx.get(("DeviceClass", "", device_class))).get("spec")).get("selectors")
+    )
     named = [n for n in (_named(by_class), _named(own)) if n is not None]
     count = _count(spec.get("count"))
     return Request(name, role, device_class, "ExactCount", count, spec.get("count"), min(named) if named else None)
@@ -191,9 +191,9 @@ def _exact(name: str, spec: dict, idx: dict) -> Request:
 def requests(devices: dict, idx: dict) -> list[Request]:
     """The requests of a claim's `devices` (resource.k8s.io/v1 DeviceClaim), each read with `idx`'s classes."""
     out = []
-    for r in _dicts(devices.get("requests")):
+    for r in dicts(devices.get("requests")):
         name = str(r.get("name") or "")
-        subs = _dicts(r.get("firstAvailable"))
+        subs = dicts(r.get("firstAvailable"))
         if subs:
             alternatives = [_exact(name, s, idx) for s in subs]
             roles = [a.role for a in alternatives]
@@ -210,10 +210,10 @@ def requests(devices: dict, idx: dict) -> list[Request]:
 
 def claim_devices(obj: dict) -> dict:
     """The `devices` of a ResourceClaim (spec.devices) or of a ResourceClaimTemplate's claims (spec.spec.devices)."""
-    spec = _d(obj.get("spec"))
+    spec = dict_or_empty(obj.get("spec"))
     if obj.get("kind") == "ResourceClaimTemplate":
-        spec = _d(spec.get("spec"))
-    return _d(spec.get("devices"))
+        spec = dict_or_empty(spec.get("spec"))
+    return dict_or_empty(spec.get("devices"))
 
 
 @dataclass(frozen=True)
@@ -234,12 +234,12 @@ NOTHING = Consumed()
 
 def pod_claims(t: PodTemplate) -> dict[str, dict]:
     """The pod's spec.resourceClaims by name."""
-    return {str(e.get("name")): e for e in _dicts(t.template["spec"].get("resourceClaims"))}
+    return {str(e.get("name")): e for e in dicts(t.template["spec"].get("resourceClaims"))}
 
 
 def listed(c: dict) -> Iterator[tuple[str, str]]:
     """(claim name, request name or "") of each entry of the container's resources.claims."""
-    for ref in _dicts(_d(c.get("resources")).get("claims")):
+    for ref in dicts(dict_or_empty(c.get("resources")).get("claims")):
         if isinstance(ref.get("name"), str) and ref["name"]:
             request = ref.get("request")
             yield ref["name"], request.split("/", 1)[0] if isinstance(request, str) else ""

@@ -18,7 +18,7 @@ from typing import Any
 
 from components.model.profile import normalize as _normalize
 from policies import dra
-from policies.pods import Facts, containers, dict_or_empty, facts, launcher_exports
+from policies.pods import Facts, containers, dict_or_empty, facts, launcher_exports, namespace_of
 from policies.podspecs import Extracted, PodTemplate, extract
 from policies.runtimes import Pairing, RuntimeIndex, pair
 from policies.wrappers import unwrap
@@ -145,7 +145,7 @@ class Context:
         ClusterTrainingRuntime, whose pods run in each TrainJob's namespace."""
         if self.obj.get("kind") == "ClusterTrainingRuntime":
             return None
-        return str(dict_or_empty(self.obj.get("metadata")).get("namespace") or "default")
+        return namespace_of(self.obj)
 
     @cached_property
     def gpu_containers(self) -> list[tuple[PodTemplate, dict]]:
@@ -276,8 +276,7 @@ def claim_index(objects: list[dict]) -> dict[tuple[str, ...], dict | None]:
     for o in objects:
         kind = o.get("kind") if isinstance(o, dict) else None
         if kind == "PersistentVolumeClaim":
-            md = dict_or_empty(o.get("metadata"))
-            out[(str(md.get("namespace") or "default"), str(md.get("name")))] = o
+            out[(namespace_of(o), str(dict_or_empty(o.get("metadata")).get("name")))] = o
         elif kind in dra.KINDS:
             dra.index(o, out)
     return out

@@ -70,6 +70,17 @@ def dict_or_empty(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def dicts(value: Any) -> list[dict]:
+    """The mappings of `value` if it is a list, else []."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def namespace_of(obj: Any) -> str:
+    """The namespace an object lands in: its own, else kubectl's current one, `default` the common case."""
+    md = dict_or_empty(obj.get("metadata")) if isinstance(obj, dict) else {}
+    return str(md.get("namespace") or "default")
+
+
 def int_or_none(value: Any) -> int | None:
     """An integer field's value, or None when it is not one (`"$N"`, a template, a list)."""
     if isinstance(value, bool):

@@ -25,15 +25,12 @@ from typing import Any
 
 from components.jobs.resolve import DEFAULT_LOCAL_QUEUE
 from components.jobs.runtime_v2.controller import effective_jobset
+from policies.pods import dict_or_empty, namespace_of
 from policies.podspecs import Extracted, jobset_templates
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 # What a merge can raise on objects nobody validated (the linter reads manifests the API server never saw).
 MERGE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError)
-
-
-def _d(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -51,19 +48,14 @@ class RuntimeRef:
         return f"kubectl get {self.kind.lower()}{namespace} {self.name} -o yaml"
 
 
-def _namespace(obj: dict) -> str:
-    # An object without a namespace lands in kubectl's current one; `default` is the common case.
-    return str(_d(obj.get("metadata")).get("namespace") or "default")
-
-
 def runtime_ref(train_job: dict) -> RuntimeRef | None:
     """The runtime a TrainJob names, or None when spec.runtimeRef names none."""
-    ref = _d(_d(train_job.get("spec")).get("runtimeRef"))
+    ref = dict_or_empty(dict_or_empty(train_job.get("spec")).get("runtimeRef"))
     name = ref.get("name")
     if not isinstance(name, str) or not name:
         return None
     kind = str(ref.get("kind") or "ClusterTrainingRuntime")
-    return RuntimeRef(kind, _namespace(train_job) if kind == "TrainingRuntime" else "", name)
+    return RuntimeRef(kind, namespace_of(train_job) if kind == "TrainingRuntime" else "", name)
 
 
 class RuntimeIndex:
@@ -80,17 +72,17 @@ class RuntimeIndex:
             if (
                 isinstance(obj, dict)
                 and obj.get("kind") == "LocalQueue"
-                and _d(obj.get("metadata")).get("name") == DEFAULT_LOCAL_QUEUE
+                and dict_or_empty(obj.get("metadata")).get("name") == DEFAULT_LOCAL_QUEUE
             ):
                 if str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
-                    self.kueue_defaulted.add(_namespace(obj))
+                    self.kueue_defaulted.add(namespace_of(obj))
             if not isinstance(obj, dict) or obj.get("kind") not in RUNTIME_KINDS:
                 continue
-            name = _d(obj.get("metadata")).get("name")
+            name = dict_or_empty(obj.get("metadata")).get("name")
             if not isinstance(name, str) or not name:
                 continue
             kind = obj["kind"]
-            self.runtimes[RuntimeRef(kind, _namespace(obj) if kind == "TrainingRuntime" else "", name)] = obj
+            self.runtimes[RuntimeRef(kind, namespace_of(obj) if kind == "TrainingRuntime" else "", name)] = obj
 
     def get(self, ref: RuntimeRef) -> dict | None:
         return self.runtimes.get(ref)
@@ -127,7 +119,7 @@ def pair(train_job: dict, index: RuntimeIndex | None) -> Pairing:
         )
     try:
         derived = effective_jobset(train_job, runtime)
-        effective = jobset_templates(_d(derived.get("jobset")).get("replicatedJobs"))
+        effective = jobset_templates(dict_or_empty(derived.get("jobset")).get("replicatedJobs"))
     except MERGE_ERRORS as err:
         return Pairing(
             ref,

@@ -219,7 +219,16 @@ EDITS = [
     ("checkpoint-size", "prod-ib", {"checkpoints.size": "300Ti"}, None, {"checkpoints.size": "rolling"}, "rolling", "200Ti -> 300Ti", ["pvc-immutable"]),
     ("checkpoint-class", "prod-roce", {"checkpoints.storageClass": "ceph-rbd"}, None, {"checkpoints.claims": "destructive"}, "destructive", "cannot change in place", ["pvc-immutable"]),
     ("acceptance-scaling", "prod-ib", {"acceptance.scaling": [1, 2]}, None, {"acceptance": "rolling"}, "rolling", "runs again", ["job-replace"]),
-    ("trainer-image", "prod-v2", {"trainer.image": "nvcr.io/nvidia/pytorch:25.11-py3"}, None, {"trainer.runtimes": "rolling"}, "rolling", "keep the JobSet made from the old runtime", ["runtime-snapshot", "job-replace"]),
+    (
+        "trainer-image",
+        "prod-v2",
+        {"trainer.image": "nvcr.io/nvidia/pytorch:25.11-py3"},
+        None,
+        {"trainer.runtimes": "rolling"},
+        "rolling",
+        "keep the JobSet made from the old runtime",
+        ["runtime-snapshot", "job-replace"],
+    ),
     (
         "monitoring-off",
         "prod-ib",

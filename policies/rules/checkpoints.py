@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import PLACEHOLDER, dict_or_empty, where
+from policies.pods import PLACEHOLDER, dict_or_empty, namespace_of, where
 from policies.podspecs import total_replicas
 from policies.shell import argv
 
@@ -51,7 +51,7 @@ def _under(path: str, mount: str) -> bool:
 def checkpoint_rwx(ctx: Context) -> Iterator[Finding]:
     if total_replicas(ctx.templates) < 2:
         return
-    namespace = str(dict_or_empty(ctx.obj.get("metadata")).get("namespace") or "default")
+    namespace = namespace_of(ctx.obj)
     for t, c in ctx.gpu_containers:
         volumes = {v.get("name"): v for v in t.template["spec"].get("volumes") or []}
         ckpt_dir, said = ctx.facts(c).env.get("CHECKPOINT_DIR"), "CHECKPOINT_DIR"

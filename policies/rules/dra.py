@@ -5,22 +5,17 @@ and a pod that uses multi-node NVLink claims its ComputeDomain's IMEX channel.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from components.fabric.dra import CLIQUE_LABEL
 from policies import dra
 from policies.engine import MANDATORY, Context, Finding, rule
-from policies.pods import containers, dict_or_empty, rank_env, where
+from policies.pods import containers, dict_or_empty, dicts, rank_env, where
 from policies.podspecs import PodTemplate
 
 CLAIM_KINDS = frozenset({"ResourceClaimTemplate", "ResourceClaim"})
 DRANET_MEASURED = (
     "dranet measured 11.35 vs 6.04 GB/s: kubernetes-sigs/dranet@v1.4.0:site/content/docs/user/aws-eks-efa.md"
 )
-
-
-def _dicts(value: Any) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _names(requests: list[dra.Request]) -> str:
@@ -76,7 +71,7 @@ def dra_nic_alignment(ctx: Context) -> Iterator[Finding]:
         return
     every = [r.name for r in requests]
     constraints = [
-        c for c in _dicts(dra.claim_devices(ctx.obj).get("constraints")) if c.get("matchAttribute") == dra.PCIE_ROOT
+        c for c in dicts(dra.claim_devices(ctx.obj).get("constraints")) if c.get("matchAttribute") == dra.PCIE_ROOT
     ]
     if not constraints:
         yield Finding(
@@ -132,15 +127,15 @@ def _placed_by_clique(t: PodTemplate) -> str | None:
     affinity = spec["affinity"]
     node = affinity["nodeAffinity"]
     required = dict_or_empty(node.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    terms = _dicts(required.get("nodeSelectorTerms")) + [
-        dict_or_empty(p.get("preference")) for p in _dicts(node.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    terms = dicts(required.get("nodeSelectorTerms")) + [
+        dict_or_empty(p.get("preference")) for p in dicts(node.get("preferredDuringSchedulingIgnoredDuringExecution"))
     ]
-    if any(e.get("key") == CLIQUE_LABEL for term in terms for e in _dicts(term.get("matchExpressions"))):
+    if any(e.get("key") == CLIQUE_LABEL for term in terms for e in dicts(term.get("matchExpressions"))):
         return "node affinity"
     pods = dict_or_empty(affinity.get("podAffinity"))
-    pod_terms = _dicts(pods.get("requiredDuringSchedulingIgnoredDuringExecution")) + [
+    pod_terms = dicts(pods.get("requiredDuringSchedulingIgnoredDuringExecution")) + [
         dict_or_empty(p.get("podAffinityTerm"))
-        for p in _dicts(pods.get("preferredDuringSchedulingIgnoredDuringExecution"))
+        for p in dicts(pods.get("preferredDuringSchedulingIgnoredDuringExecution"))
     ]
     if any(term.get("topologyKey") == CLIQUE_LABEL for term in pod_terms):
         return "pod affinity on topologyKey"

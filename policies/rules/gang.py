@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from components.jobs.resolve import KUEUE_QUEUE_LABEL
 from components.jobs.runtime_v2.build import SERVED_NAMESPACES
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
-from policies.pods import dict_or_empty, int_or_none, pod_annotations
+from policies.pods import dict_or_empty, int_or_none, namespace_of, pod_annotations
 from policies.podspecs import PodTemplate, is_volcano_job, total_replicas
 
 # Workloads that run a training gang (a batch/v1 Job with parallelism counts; Deployments do not).
@@ -127,7 +127,7 @@ def _served_namespaces(runtime: dict) -> set[str] | None:
     ClusterTrainingRuntime states it serves (fastpath.dev/namespaces); None when it does not say."""
     md = dict_or_empty(runtime.get("metadata"))
     if runtime.get("kind") == "TrainingRuntime":
-        return {str(md.get("namespace") or "default")}
+        return {namespace_of(runtime)}
     served = dict_or_empty(md.get("annotations")).get(SERVED_NAMESPACES)
     return {n.strip() for n in served.split(",") if n.strip()} if isinstance(served, str) else None
 
