@@ -78,6 +78,12 @@ class PodWiring:
     imex_template: str | None = None  # multi-node NVLink: the job's IMEX channel template (its ComputeDomain's)
 
     @property
+    def hcas_at_start(self) -> bool:
+        """A `dra` pod with part of a node: which HCAs it has is known only once its claim is allocated, so
+        NCCL_IB_HCA and the preflight's HCAs are set at start (components/jobs/dra_hca.sh)."""
+        return self.claim is not None and self.claim.paired
+
+    @property
     def transport(self) -> kinds.Transport:
         """The NCCL network transport this wiring should produce, as tools.ncclcheck names it."""
         if self.env.get("NCCL_IB_DISABLE") == "1":
@@ -145,7 +151,7 @@ def visible_hcas(fabric: FabricConfig, used: list[Rail], claim: dra.FabricClaim 
     """The HCA names a pod sees, when they are known: the host's, except with `sriov`, whose VFs get RDMA device
     names of their own, and a `dra` pod's that has part of a node (its NICs are the ones allocated)."""
     att = fabric.attachment_row
-    if claim is not None and claim.paired:
+    if claim is not None and claim.paired:  # PodWiring.hcas_at_start
         return []
     return [r.hca for r in used] if att is not None and att.host_hca_names else []
 
@@ -258,7 +264,7 @@ def pod_wiring(
         per_node = fabric.efa_devices_per_node or 0
         resources[node_resource] = max(1, per_node * gpus // gpus_per_node)
     env = nccl_env(fabric, used, debug)
-    if claim is not None and claim.paired and "NCCL_IB_HCA" not in fabric.overrides:
+    if claim is not None and claim.paired and "NCCL_IB_HCA" not in fabric.overrides:  # hcas_at_start
         del env["NCCL_IB_HCA"]
     if imex_template is not None:
         # MNNVL needs cuMem: an image or framework that turns it off (vLLM does) silently sends the traffic over the

@@ -60,7 +60,7 @@ def _claims(r: Resolved) -> dict[str, str]:
 
 def _env(r: Resolved) -> dict[str, str]:
     env = dict(r.env)
-    if (claim := r.wiring.claim) is not None and claim.paired and "NCCL_IB_HCA" not in env:
+    if (claim := r.wiring.claim) is not None and r.wiring.hcas_at_start and "NCCL_IB_HCA" not in env:
         # components/jobs/dra_hca.sh sets it in the pod before NCCL starts.
         env["NCCL_IB_HCA"] = f"(at start: the {claim.nics} HCAs of the NICs its claim gave, one on each GPU's root)"
     return env

@@ -25,7 +25,7 @@ from typing import Any
 
 from components import k8s
 from components.fabric import wiring as fabric
-from components.jobs.launch import DRA_HCA, LAUNCH, LAUNCHER, RDZV_STORE, mpirun_command, torchrun_command
+from components.jobs.launch import LAUNCH, LAUNCHER, RDZV_STORE, mpirun_command, torchrun_command
 from components.jobs.pod import env_list, host_network, pod_template, primary_interface_annotation
 from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels, job_meta
 from components.model.profile import Profile
@@ -211,11 +211,7 @@ def pytorch_job(r: Resolved) -> dict:
     place, so a failed preflight or an exhausted torchrun fails the job instead of looping."""
     spec = r.spec
     command = ["sh", "-c", LAUNCH, "fastpath", *torchrun_command(spec.command)]
-    if (claim := r.wiring.claim) is not None and claim.paired:
-        command = ["sh", "-c", DRA_HCA, "fastpath-hca", *command]
     template = pod_template(r, command, preflight_in_main=True)
-    if claim is not None and claim.paired:
-        template["spec"]["containers"][0]["env"].append({"name": "FASTPATH_CLAIM_NICS", "value": str(claim.nics)})
     # One start, and one more per fault torchrun may recover from (each recreation of this pod is one).
     template["spec"]["containers"][0]["env"].append({"name": "FASTPATH_MAX_STARTS", "value": str(r.max_restarts + 1)})
     if r.wiring.host_network:

@@ -11,7 +11,7 @@ from components.fabric import wiring as fabric
 from components.jobs import telemetry
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
-from components.jobs.launch import IMEX_CHECK
+from components.jobs.launch import DRA_HCA, IMEX_CHECK
 from components.jobs.resolve import COMPONENT, JOB_LABEL, ROLE_LABEL, Resolved, job_labels
 from components.model.profile import Profile
 from components.platform import mirrors
@@ -28,11 +28,20 @@ def env_list(r: Resolved) -> list[dict]:
     return out
 
 
+def claim_nics(r: Resolved) -> list[dict]:
+    """How many NICs dra_hca.sh must find (the claim's), where it runs."""
+    claim = r.wiring.claim
+    return [{"name": "FASTPATH_CLAIM_NICS", "value": str(claim.nics)}] if claim is not None and claim.paired else []
+
+
 def pod_template(r: Resolved, command: list[str], role: str = "worker", preflight_in_main: bool = False) -> dict:
     """A GPU pod of this job: fabric wiring, GPU placement, shm, checkpoints, datasets, gang scheduler, and the
     preflight: an init container, or with `preflight_in_main` the first step of the main container (for
     ExitCode replicas, whose operator reads only the main container's exit code)."""
     spec, prof = r.spec, r.profile
+    if r.wiring.hcas_at_start:
+        # Its HCAs from the NICs its claim gave, paired with its GPUs, before anything uses them.
+        command = ["sh", "-c", DRA_HCA, "fastpath-hca", *command]
     if r.wiring.imex_template is not None:
         # Multi-node NVLink: the IMEX channel and the GPUs' fabric checked before anything else runs.
         command = ["sh", "-c", IMEX_CHECK, "fastpath-imex", *command]
@@ -102,6 +111,7 @@ def pod_template(r: Resolved, command: list[str], role: str = "worker", prefligh
         else:
             pod["initContainers"] = [preflight_container(r, limits)]
             wired += pod["initContainers"]
+    container["env"] += claim_nics(r)
     metadata: dict = {"labels": job_labels(r, role)}
     if notes := {**primary_interface_annotation(r), **kueue_placement(r)}:
         metadata["annotations"] = notes
@@ -188,8 +198,7 @@ def pod_preflight_env(profile: Profile, wiring: fabric.PodWiring, gpus: int, shm
     hcas = " ".join(fabric.visible_hcas(fab, list(wiring.rails), wiring.claim))
     env = {"PREFLIGHT_GPUS": str(gpus), "PREFLIGHT_RDMA_DEVICES": str(rdma_devices), "PREFLIGHT_HCAS": hcas}
     # (A `dra` pod with part of a node learns its HCAs at start: components/jobs/dra_hca.sh exports them.)
-    claimed = wiring.claim is not None and wiring.claim.paired
-    if (hcas or claimed) and (layer := fab.kind_row.link_layer) is not None:
+    if (hcas or wiring.hcas_at_start) and (layer := fab.kind_row.link_layer) is not None:
         env["PREFLIGHT_LINK_LAYER"] = layer
     # The interfaces whose addresses NCCL uses on the rails: the pod's own (net1..), or on the host network, where
     # GIDs are addresses (RoCE), the node's rail netdevs, whose IPv4 addresses are the GIDs NCCL picks (without one
