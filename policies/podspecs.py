@@ -367,6 +367,9 @@ def _ray_cluster(r: _Reader, spec: dict, base: str) -> list[PodTemplate]:
     for i, g in enumerate(r.mappings(spec.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
         path = f"{base}.workerGroupSpecs[{i}]"
         n = r.count(g.get("replicas", g.get("minReplicas")), f"{path}.replicas")
+        # A multi-host group's replica is numOfHosts pods (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/
+        # raycluster/common.go effectiveWorkerCount: replicas scaled by numOfHosts above 1).
+        n *= max(r.count(g.get("numOfHosts"), f"{path}.numOfHosts"), 1)
         out += r.template(g.get("template"), str(g.get("groupName") or f"worker{i}"), n, f"{path}.template")
     return out
 

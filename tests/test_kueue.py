@@ -190,14 +190,19 @@ def test_a_16_node_gang_on_a_4_leaf_fabric_takes_one_leaf_when_one_fits(objs):
     def leaves(got: dict[str, int] | None) -> set[str]:
         return {n.split("-")[0] for n, c in (got or {}).items() if c}
 
-    assert leaves(kq.place(nodes({"l1": 16, "l2": 16, "l3": 16, "l4": 16}), flavor, topo, 16, 8, preferred=leaf_key)) == {"l1"}
-    assert leaves(kq.place(nodes({"l1": 16, "l2": 10, "l3": 16, "l4": 16}), flavor, topo, 16, 8, preferred=leaf_key)) == {"l1"}
-    spilled = kq.place(nodes({"l1": 12, "l2": 10, "l3": 8, "l4": 6}), flavor, topo, 16, 8, preferred=leaf_key)
+    # What the rendered runtimes' pods ask for (the TrainJobs' podsets), not a key picked here.
+    runtime = next(o for o in objs if o["kind"] == "ClusterTrainingRuntime")
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    asked = pod["metadata"]["annotations"][job_topology.PREFERRED]
+
+    assert leaves(kq.place(nodes({"l1": 16, "l2": 16, "l3": 16, "l4": 16}), flavor, topo, 16, 8, preferred=asked)) == {"l1"}
+    assert leaves(kq.place(nodes({"l1": 16, "l2": 10, "l3": 16, "l4": 16}), flavor, topo, 16, 8, preferred=asked)) == {"l1"}
+    spilled = kq.place(nodes({"l1": 12, "l2": 10, "l3": 8, "l4": 6}), flavor, topo, 16, 8, preferred=asked)
     assert leaves(spilled) == {"l1", "l2"} and sum(spilled.values()) == 16
-    assert kq.place(nodes({"l1": 12, "l2": 10, "l3": 8, "l4": 6}), flavor, topo, 16, 8, required=leaf_key) is None
+    assert kq.place(nodes({"l1": 12, "l2": 10, "l3": 8, "l4": 6}), flavor, topo, 16, 8, required=asked) is None
     # A node Topograph has not labelled yet is invisible to TAS: it takes no pod.
     unlabelled = [kq.Node(n.name, {k: v for k, v in n.labels.items() if k != leaf_key}, n.free_gpus) for n in nodes({"l1": 16, "l2": 0, "l3": 0, "l4": 0})]
-    assert kq.place(unlabelled, flavor, topo, 1, 8, preferred=leaf_key) is None
+    assert kq.place(unlabelled, flavor, topo, 1, 8, preferred=asked) is None
 
 
 def test_every_job_template_asks_for_its_placement(objs):

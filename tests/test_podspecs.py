@@ -79,6 +79,13 @@ CASES = [
         [("head", 1, "spec.headGroupSpec.template"), ("gpu", 4, "spec.workerGroupSpecs[0].template"), ("worker1", 2, "spec.workerGroupSpecs[1].template")],
     ),
     (
+        # A multi-host group: each replica is numOfHosts pods (kubernetes-sigs/kueue@v0.19.2:pkg/controller/jobs/
+        # raycluster/common.go effectiveWorkerCount), 3 x 4 = 12 GPU pods to gang.
+        "RayCluster-multi-host",
+        {"kind": "RayCluster", "spec": {"workerGroupSpecs": [{"groupName": "tpu", "replicas": 3, "numOfHosts": 4, "template": T}]}},
+        [("tpu", 12, "spec.workerGroupSpecs[0].template")],
+    ),
+    (
         "RayJob",
         {"kind": "RayJob", "spec": {"rayClusterSpec": {"headGroupSpec": {"template": T}}, "submitterPodTemplate": T}},
         [("head", 1, "spec.rayClusterSpec.headGroupSpec.template"), ("submitter", 1, "spec.submitterPodTemplate")],
