@@ -1,6 +1,7 @@
 """Fabric acceptance: the nccl-tests job is wired like a training job, and its check command is the contract."""
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -93,8 +94,20 @@ def test_acceptance_queue_is_capped_at_the_largest_run():
     assert q["spec"]["capability"] == {"nvidia.com/gpu": 32} and q["spec"]["reclaimable"] is False
 
 
-def section_log(tmp_path: Path, runs: dict[int, str]) -> Path:
-    text = "".join(f"fastpath-acceptance: begin {n} nodes\n{(LOGS / f'{log}.log').read_text()}\nfastpath-acceptance: end {n} nodes\n" for n, log in runs.items())
+# What each process prints once it loaded the Inspector (NVIDIA/nccl@v2.30.7-1:src/plugin/profiler/profiler_v5.cc):
+# prod-ib's acceptance pods load it (monitoring.ncclInspectorImage), so their checks ask for it (--profiler).
+INSPECTOR_LOADED = "PROFILER/Plugin: Loaded Inspector (v5)"
+
+
+def with_plugin(text: str, plugin_line: str | None) -> str:
+    """`text` with `plugin_line` after each process's `Using network` line, as NCCL prints it at init."""
+    if plugin_line is None:
+        return text
+    return re.sub(r"^(.* NCCL INFO )Using network .*$", lambda m: f"{m.group(0)}\n{m.group(1)}{plugin_line}", text, flags=re.M)
+
+
+def section_log(tmp_path: Path, runs: dict[int, str], plugin_line: str | None = INSPECTOR_LOADED) -> Path:
+    text = "".join(f"fastpath-acceptance: begin {n} nodes\n{with_plugin((LOGS / f'{log}.log').read_text(), plugin_line)}\nfastpath-acceptance: end {n} nodes\n" for n, log in runs.items())
     out = tmp_path / "nccl-acceptance.log"
     out.write_text(text)
     return out
@@ -165,3 +178,38 @@ def test_acceptance_measures_each_rail_first_and_counts_the_rails(rendered, stac
     assert any("tools.pairwise" in c for c in checks) == pairwise_stage
     if pairwise_stage:
         assert checks[0].startswith("python -m tools.pairwise nccl-acceptance.log --floor ")
+
+
+@pytest.mark.parametrize(
+    ("plugin_line", "code", "reason"),
+    [
+        (INSPECTOR_LOADED, 0, None),
+        # The Inspector on a training image whose NCCL predates profiler interface v5 (NVIDIA/nccl@v2.27.7-1:
+        # src/plugin/profiler.cc looks up v4..v1): the job would train with no metrics and no error.
+        ("PROFILER/Plugin: failed to find ncclProfiler_v1.", 1, "NCCL 2.27.7 found no profiler interface it knows"),
+        ("PROFILER/Plugin: Could not find: /nccl-inspector/lib/libnccl-profiler-inspector.so. ", 1, "could not find the profiler plugin"),
+        ("PROFILER/Plugin: Could not find: libnccl-profiler.so. ", 1, "ran without NCCL_PROFILER_PLUGIN"),
+    ],
+)
+def test_acceptance_with_telemetry_fails_when_a_rank_did_not_load_the_inspector(tmp_path, plugin_line, code, reason):
+    """A stack with telemetry (prod-ib) has every acceptance run check that each rank loaded the Inspector: the
+    training image's NCCL, the plugin's build and the launcher's env decide it, and none of them shows in the render."""
+    _, runs = plan_for("prod-ib", nodes=2, scaling=[1])
+    (run,) = [r for r in runs if r["nodes"] == 2]
+    args = shlex.split(run["check"])
+    assert "--profiler" in args
+    path = section_log(tmp_path, {1: "ib_gdr_linerate", 2: "ib_gdr_linerate"}, plugin_line)
+    res = subprocess.run([sys.executable, "-m", "tools.ncclcheck", str(path), *args[4:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == code, res.stdout
+    if reason:
+        assert "telemetry: " in res.stdout and reason in res.stdout
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "prod-roce", "prod-v2", "prod-airgap", "prod-kueue", "prod-dra", "prod-gb200"])
+def test_every_acceptance_check_asks_for_the_profiler_exactly_where_its_pods_load_one(rendered, stack):
+    r = rendered(stack)
+    (job,) = [o for o in r.objects if o["metadata"].get("name") == "nccl-acceptance" and o["kind"] in ("MPIJob", "TrainJob")]
+    runtimes = [o for o in r.objects if o["kind"] in ("ClusterTrainingRuntime", "TrainingRuntime")]
+    loads = "NCCL_PROFILER_PLUGIN" in json.dumps(job) + json.dumps(runtimes)
+    checks = [c for c in job["metadata"]["annotations"]["fastpath.dev/check"].split("; ") if "tools.ncclcheck" in c]
+    assert checks and {("--profiler" in shlex.split(c)) for c in checks} == {loads}

@@ -45,6 +45,11 @@ CASES = [
     ("mnnvl_off_network", ["--expect", "ib", "--min-busbw", "150", "--rails", "4"], 0, "ib", True, False, None),
     ("mnnvl_off_network", ["--expect", "mnnvl"], 1, "ib", True, False, "a multi-node NVLink run went over ib: NCCL_MNNVL_ENABLE=0 turned it off"),
     ("mnnvl_no_imex_channel", ["--expect", "mnnvl", "--ranks", "8"], 1, "ib", None, False, "the pod has no IMEX channel (its ComputeDomain claim"),
+    # --profiler (acceptance with telemetry on): every process must load the Inspector. It exports ncclProfiler_v5
+    # only (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector_plugin.cc), which NCCL 2.27 cannot load: it
+    # looks up v4..v1 (v2.27.7-1:src/plugin/profiler.cc) and trains on without it.
+    ("profiler_inspector_loaded", ["--expect", "ib", "--min-busbw", "360", "--profiler"], 0, "ib", True, False, None),
+    ("profiler_v5_on_nccl_2_27", ["--expect", "ib", "--min-busbw", "360", "--profiler"], 1, "ib", True, False, "telemetry: NCCL 2.27.7 found no profiler interface it knows in the plugin: the Inspector exports ncclProfiler_v5, which NCCL loads from 2.28.3 on"),
 ]
 
 
@@ -796,3 +801,53 @@ def test_a_one_tray_run_under_mnnvl_is_local_and_two_trays_are_mnnvl():
     assert parse_text(text).transport == "mnnvl"
     # A communicator that says MNNVL 0 is not an MNNVL run, whatever a channel line claims.
     assert parse_text(text.replace("MNNVL 1\n", "MNNVL 0\n")).transport != "mnnvl"
+
+
+PLUGIN = "/nccl-inspector/lib/libnccl-profiler-inspector.so"
+INFO = "llm-ib-worker-0:41:90 [0] NCCL INFO "
+# (what NCCL printed of its profiler plugin, as each release prints it under INIT (NVIDIA/nccl@v2.27.7-1 and
+# @v2.30.7-1: src/plugin/plugin_open.cc, src/plugin/profiler.cc, src/plugin/profiler/profiler_v*.cc), the plugin
+# loaded, the verdict with --profiler and without, the reason's substring)
+PROFILER_LINES = [
+    ("loaded-2.30", ["PROFILER/Plugin: Loaded Inspector (v5)", f"Successfully loaded external profiler plugin {PLUGIN}"], "Inspector (v5)", "pass", "pass", None),
+    ("loaded-2.27", [f"PROFILER/Plugin: Plugin name set by env to {PLUGIN}", "PROFILER/Plugin: loaded Inspector"], "Inspector", "pass", "pass", None),
+    # No NCCL_PROFILER_PLUGIN: NCCL looks for its default library, and not finding it is no failure of a job.
+    ("unset-2.30", ["PROFILER/Plugin: Could not find: libnccl-profiler.so"], None, "fail", "pass", "a process ran without NCCL_PROFILER_PLUGIN"),
+    ("unset-2.27", ["PROFILER/Plugin: Could not find: libnccl-profiler.so. "], None, "fail", "pass", "the launcher did not pass the Inspector's variables"),
+    # One rank loaded it and another was not given it: not every rank reports.
+    ("unset-on-one-rank", ["PROFILER/Plugin: Loaded Inspector (v5)", "PROFILER/Plugin: Could not find: libnccl-profiler.so"], "Inspector (v5)", "fail", "pass", "a process ran without"),
+    ("missing-2.30", [f"PROFILER/Plugin: Could not find: {PLUGIN}"], None, "fail", "warn", "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names"),
+    ("missing-2.27", [f"PROFILER/Plugin: Could not find: {PLUGIN}. "], None, "fail", "warn", "the init container that copies it from monitoring.ncclInspectorImage"),
+    ("unsupported-2.30", ["NCCL version 2.30.7+cuda13.0", f"External profiler plugin {PLUGIN} is unsupported"], None, "fail", "warn", "NCCL 2.30.7 found no profiler interface it knows"),
+    ("v5-on-2.27", ["NCCL version 2.27.7+cuda12.9", "PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: failed to find ncclProfiler_v1."], None, "fail", "warn", "NCCL 2.27.7 found no profiler interface"),
+    # 2.27 tries v4 first and logs each miss: a plugin of an older interface still loads.
+    ("v3-on-2.27", ["PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: loaded example"], "example", "pass", "pass", None),
+    ("libstdcxx", [f"PROFILER/Plugin: {PLUGIN}: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by {PLUGIN})"], None, "fail", "warn", "built against a newer glibc or libstdc++"),
+    ("init-failed", ["Profiler init failed with error '5': Input/output error. Continue without profiler."], None, "fail", "warn", "the profiler plugin failed to start"),
+    # No plugin line at all (INIT not logged): not judged, where it was asked for.
+    ("no-lines", [], None, "incomplete", "pass", "profiler plugin: not in this log"),
+    # The Inspector's own line at each communicator's init is not an error.
+    ("inspector-init", ["PROFILER/Plugin: Loaded Inspector (v5)", "PROFILER/Plugin: init commName: default commHash: 42 nranks: 16 rank: 0"], "Inspector (v5)", "pass", "pass", None),
+]
+
+
+@pytest.mark.parametrize(("lines", "loaded", "required", "otherwise", "reason"), [row[1:] for row in PROFILER_LINES], ids=[row[0] for row in PROFILER_LINES])
+def test_profiler_plugin_loading_as_each_release_prints_it(tmp_path, lines, loaded, required, otherwise, reason):
+    """With --profiler every process must have loaded the plugin NCCL_PROFILER_PLUGIN names; without it a plugin that
+    did not load is a warning: the job trains on, with no telemetry. The block reader gives the same report."""
+    # A version line replaces the log's (2.27.7); the others follow its first `Using network`, in order.
+    text = (LOGS / "ib_gdr_linerate.log").read_text()
+    for version in [line for line in lines if line.startswith("NCCL version")]:
+        text = text.replace("NCCL version 2.27.7+cuda12.9", version, 1)
+    plugin = "".join(f"{INFO}{line}\n" for line in lines if not line.startswith("NCCL version"))
+    text = text.replace("NCCL INFO Using network IB\n", f"NCCL INFO Using network IB\n{plugin}", 1)
+    path = tmp_path / "run.log"
+    path.write_text(text)
+    report = parse_files([path], None)[0]
+    assert asdict(report) == asdict(parse(read_lines(path))[0])
+    assert report.profiler == loaded
+    for flag, verdict in ((True, required), (False, otherwise)):
+        r = judge(parse_text(text), "ib", 360, None, False, profiler=flag)
+        assert r.verdict == verdict, r.reasons
+        if verdict != "pass" and reason is not None:
+            assert any(reason in why for why in r.reasons), r.reasons

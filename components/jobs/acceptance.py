@@ -223,6 +223,9 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         launcher["command"] = [*wait, "sh", "-c", series]
         logs = f"kubectl logs {JOB_NAME}-launcher"
     runs: list[dict[str, Any]] = []
+    # With telemetry on, every rank must load the Inspector: the image's NCCL, the plugin's build and the launcher's
+    # env all decide it, none shows in the render, and a rank without it trains on with no metrics and no error.
+    profiler = ["--profiler"] if profile.nccl_inspector_image else []
     for n in counts:
         ranks = n * r.gpus
         args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", str(n), "--ranks", str(ranks)]
@@ -244,6 +247,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         if n > 1 and fab.rails:
             # Every rail in every process's NIC list (NCCL skips a port that is not ACTIVE, and runs on the rest).
             args += ["--rails", str(len(fab.rails))]
+        args += profiler
         run = {
             "job": JOB_NAME,
             "nodes": n,
@@ -260,7 +264,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
             floor = mnnvl_floor_gbps(acc, profile.gpu.product)
             over = section(n, OVER_NVLINK)
             args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", over, "--ranks", str(ranks)]
-            args += ["--expect", MNNVL, *(["--min-busbw", f"{floor:g}"] if floor else [])]
+            args += ["--expect", MNNVL, *(["--min-busbw", f"{floor:g}"] if floor else []), *profiler]
             runs.append(
                 {
                     **run,

@@ -441,6 +441,8 @@ class Shape:
         line = strip_prefix(text)
         if line[:1].isdigit():  # a results row: what it gives depends on the table header before it
             return slow
+        if "PROFILER" in line or "rofiler" in line:  # the interface version a plugin line names decides what it says
+            return slow
         probe = Parser()
         unset = probe.r.socket_interfaces  # compared by identity: a line may set it to an empty list
         probe.feed(text)
@@ -457,6 +459,9 @@ class Shape:
             r.peak_busbw_gbps,
             r.mnnvl,
             r.clique_size,
+            r.profiler,
+            r.profiler_failures,
+            r.profiler_unset,
         ) != (
             blank.nccl_version,
             blank.failures,
@@ -469,6 +474,9 @@ class Shape:
             None,
             None,
             None,
+            None,
+            [],
+            False,
         ):
             return slow
         lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`

@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         help="NICs every process's IB transport must find (the profile's rails): fewer fails, naming those found; "
         "also reads the NET devices the channel lines used (net_devices)",
     )
+    ap.add_argument(
+        "--profiler",
+        action="store_true",
+        help="every process must load the profiler plugin NCCL_PROFILER_PLUGIN names (fastpath's telemetry: NCCL's "
+        "Inspector); without it, a plugin that did not load is a warning",
+    )
     ap.add_argument("--allow-no-gdr", action="store_true", help="accept RDMA without GPUDirect")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
@@ -163,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             args.warn_busbw,
             args.bootstrap,
             args.rails,
+            args.profiler,
         )
     try:
         print(json.dumps(to_json(report), indent=2) if args.format == "json" else render_text(report, args.ranks))

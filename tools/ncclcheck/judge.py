@@ -23,10 +23,11 @@ def judge(
     warn_busbw: float | None = None,
     bootstrap: str | None = None,
     rails: int | None = None,
+    profiler: bool = False,
 ) -> Report:
     """Set `r`'s verdict and reasons for the checks asked for (`expect`ed transport, bus bandwidth floor and warning
     level, `ranks` that must initialise, the `bootstrap` interface, the NICs of the profile's `rails` every process
-    must find) and return it."""
+    must find, the `profiler` plugin every process must load) and return it."""
     failed: list[str] = []  # the log shows a check failing
     warned: list[str] = []  # passes, with something to look at
     absent: list[str] = []  # a check asked for whose lines are not in this log
@@ -104,6 +105,7 @@ def judge(
         _judge_bootstrap(r, bootstrap, failed, absent)
     if rails is not None:
         _judge_rails(r, rails, failed, absent, notes)
+    _judge_profiler(r, profiler, failed, warned, absent)
     failed += r.failures
     # No RDMA device is a failure where RDMA was expected, and where nothing was said about a run that went over the
     # network; a one-node run or a TCP fabric has none to find.
@@ -171,6 +173,26 @@ def mnnvl_off_reason(r: Report) -> str:
         + ": a GPU whose fabric registration is not Completed (nvidia-smi -q, Fabric), ranks in different NVLink "
         "cliques (the nodes' nvidia.com/gpu.clique labels), or cuMem turned off by the framework"
     )
+
+
+def _judge_profiler(r: Report, required: bool, failed: list[str], warned: list[str], absent: list[str]) -> None:
+    """The profiler plugin (fastpath's telemetry: NCCL's Inspector) must load in every process when `required`;
+    otherwise a failure to load one is a warning: the job trains on, with no per-collective metrics, so nothing
+    shows a slow rank or rail until the next acceptance run."""
+    if r.profiler_failures:
+        lead = "telemetry: " if required else "the job runs without its telemetry: "
+        (failed if required else warned).extend(lead + reason for reason in r.profiler_failures)
+    elif required and r.profiler_unset:
+        failed.append(
+            "telemetry: a process ran without NCCL_PROFILER_PLUGIN (NCCL looked only for its default "
+            "libnccl-profiler.so): the launcher did not pass the Inspector's variables to every rank (mpirun -x, "
+            "or the container's env)"
+        )
+    elif required and r.profiler is None:
+        absent.append(
+            "profiler plugin: not in this log (no 'PROFILER/Plugin' line, which every process prints at init under "
+            "NCCL_DEBUG=INFO with INIT in NCCL_DEBUG_SUBSYS); --profiler cannot be checked"
+        )
 
 
 def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[str]) -> None:

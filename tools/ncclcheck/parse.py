@@ -231,6 +231,30 @@ INIT_HOST = re.compile(
 )
 
 
+# NCCL's profiler plugin (fastpath's telemetry has NCCL load the Inspector by path, NCCL_PROFILER_PLUGIN), as NCCL
+# reports loading it under INIT at every release that has one (NVIDIA/nccl@v2.27.7-1 and @v2.30.7-1:
+# src/plugin/plugin_open.cc openPluginLib, src/plugin/profiler.cc ncclProfilerPluginLoad, src/plugin/profiler/
+# profiler_v*.cc). Loaded: `PROFILER/Plugin: Loaded Inspector (v5)` (2.28 on), `PROFILER/Plugin: loaded Inspector`
+# (up to 2.27). The file not there: `PROFILER/Plugin: Could not find: <names>` (up to 2.27 with a trailing `. `),
+# where NCCL looking for its default libnccl-profiler.so without NCCL_PROFILER_PLUGIN set is no failure. Opened but
+# no profiler API this NCCL knows: `External profiler plugin <name> is unsupported` (2.28 on), `PROFILER/Plugin:
+# failed to find ncclProfiler_v1` (up to 2.27, the last of its v4..v1 lookups). Not opened (dlopen's error: another
+# architecture, a missing library): `PROFILER/Plugin: [<name>: ]<dlerror>`. Its init failing: `Profiler init failed`.
+PROFILER_DEFAULT_LIB = "libnccl-profiler.so"
+PROFILER_LOADED = re.compile(r"PROFILER/Plugin: [Ll]oaded (\S.{0,80}?)\s*$")
+PROFILER_NOT_FOUND = re.compile(r"PROFILER/Plugin: Could not find:((?: \S{1,255}){1,8})")
+PROFILER_UNSUPPORTED = re.compile(
+    r"External profiler plugin (\S{1,255}) is unsupported|PROFILER/Plugin: failed to find ncclProfiler_v1\b"
+)
+PROFILER_BENIGN = ("Loaded ", "loaded ", "Could not find", "failed to find", "Plugin name set", "Closing", "init ")
+PROFILER_OPEN_ERROR = re.compile(r"PROFILER/Plugin: (\S.{0,200}?\.so\b.{0,200})$")
+PROFILER_INIT_FAILED = re.compile(r"Profiler init failed with error.{0,80}")
+# The Inspector as built from NVIDIA/nccl (ext-profiler/inspector from v2.28.3-1, plugins/profiler/inspector from
+# v2.29.7-1; its Prometheus output from v2.29.3-1) exports ncclProfiler_v5 only, which NCCL loads from 2.28.3
+# (src/plugin/profiler/profiler_v5.cc is new there; v2.27.7-1 looks up v4..v1).
+PROFILER_V5_NCCL = (2, 28, 3)
+
+
 # A communicator's node count (`comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8`, NCCL 2.19 on): more than one.
 NNODES_MANY = re.compile(r"\bnNodes (?:[2-9]|[1-9]\d{1,6})\b")
 
@@ -281,6 +305,9 @@ class Report:
     mnnvl: bool | None = None  # the communicator lines' MNNVL flag: False once one says 0; None: no such line
     clique_size: int | None = None  # GPUs of the NVLink clique NCCL's MNNVL check found (the largest printed)
     rdma_absent: list[str] = field(default_factory=list)  # RDMA_ABSENT meanings seen, quoting their first line
+    profiler: str | None = None  # the profiler plugin NCCL loaded (`Inspector (v5)`), the first one seen
+    profiler_failures: list[str] = field(default_factory=list)  # why NCCL ran without the one it was given
+    profiler_unset: bool = False  # a process looked only for NCCL's default plugin: NCCL_PROFILER_PLUGIN unset there
     failure_seen: set[str] = field(default_factory=set)  # meanings already reported (each once)
     quoted_warn: set[str] = field(default_factory=set)  # ... whose quote is an NCCL WARN line
 
@@ -458,6 +485,8 @@ class Parser:
                 r.nranks = max(r.nranks or 0, int(m.group(1)))
         if "MNNVL" in line:
             self._mnnvl(line)
+        if "PROFILER" in line or "rofiler" in line:
+            self._profiler(line)
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
                 r.env[m.group(1)] = m.group(2)
@@ -468,6 +497,54 @@ class Parser:
             r.mnnvl = m.group(1) == "1" and r.mnnvl is not False
         if m := MNNVL_CLIQUE.search(line):
             r.clique_size = max(r.clique_size or 0, int(m.group(1)))
+
+    def _profiler(self, line: str) -> None:
+        """What NCCL said of loading the profiler plugin: its name once loaded, or why it runs without it (each
+        reason once, quoting its first line; the line says what NCCL_PROFILER_PLUGIN named)."""
+        r = self.r
+        if (m := PROFILER_LOADED.search(line)) is not None:
+            r.profiler = r.profiler or m.group(1).rstrip(".")
+        elif (m := PROFILER_NOT_FOUND.search(line)) is not None:
+            names = [n.rstrip(".") for n in m.group(1).split()]
+            if all(n == PROFILER_DEFAULT_LIB for n in names):
+                r.profiler_unset = True
+            else:
+                self._record(
+                    r.profiler_failures,
+                    "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names: the init container that "
+                    "copies it from monitoring.ncclInspectorImage did not put it there (the image holds it elsewhere), "
+                    "the variable names another path, or the file is for another CPU architecture (the loader may "
+                    "report that as not found)",
+                    line,
+                    m.start(),
+                )
+        elif (m := PROFILER_UNSUPPORTED.search(line)) is not None:
+            version = f"NCCL {r.nccl_version}" if r.nccl_version else "this NCCL"
+            self._record(
+                r.profiler_failures,
+                f"{version} found no profiler interface it knows in the plugin: the Inspector exports "
+                f"ncclProfiler_v5, which NCCL loads from {'.'.join(map(str, PROFILER_V5_NCCL))} on; use a "
+                "training image with a newer NCCL",
+                line,
+                m.start(),
+            )
+        elif (m := PROFILER_INIT_FAILED.search(line)) is not None:
+            self._record(
+                r.profiler_failures,
+                "the profiler plugin failed to start (its init returned an error) and NCCL went on without it: "
+                "the Inspector's own INFO lines before it say why (its dump directory not writable, memory)",
+                line,
+                m.start(),
+            )
+        elif (m := PROFILER_OPEN_ERROR.search(line)) is not None and not m.group(1).startswith(PROFILER_BENIGN):
+            self._record(
+                r.profiler_failures,
+                "NCCL could not load the profiler plugin (the dynamic loader's error is quoted): a plugin built "
+                "against a newer glibc or libstdc++ than the training image has, or for another CPU architecture "
+                "(an x86_64 build on Grace); build it in or for the training image",
+                line,
+                m.start(),
+            )
 
     def _nic_line(self, line: str) -> None:
         """A line of NCCL's IB transport: one process's NIC list (`NET/IB : Using ...`, or none found), if it is one.
