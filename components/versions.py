@@ -72,9 +72,22 @@ MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-9
 MELLANOX_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"
 
+# The NGC PyTorch image the acceptance, the v2 runtimes and the committed stacks' jobs run. Release 25.10 is built
+# on CUDA 13.0.2 (NVIDIA's vLLM and Triton 25.10 release notes; Triton's compatibility table pairs the nv25.10 torch
+# build with CUDA 13.0.2.006 and driver 580.95.05): the GPU Operator's default driver (595.91.07 at v26.7.0) runs it.
+# Its NCCL and Open MPI (HPC-X) versions are recorded nowhere fastpath can read (the PyTorch and CUDA DL 25.10
+# release notes are not in the stored documentation; the newest NGC page that states them is CUDA DL 26.03: NCCL
+# 2.29.7, HPC-X 2.26), so nothing here assumes them. What depends on them is checked where it shows:
+# - the Inspector (telemetry) loads only into NCCL 2.28.3 or later (profiler interface v5): the acceptance checks
+#   that every rank loaded it (tools.ncclcheck --profiler), and ncclcheck warns on a training log where one did not;
+# - NCCL_IB_HCA's rail and plane fields need 2.30.7: fastpath writes device names only (components/fabric/nccl.py);
+# - Open MPI 5 reads PRTE's names, not ORTE's: the v2 MPI runtime sets both (runtime_v2/build.py), whichever it has.
+# Not bumped: no newer PyTorch release's notes are readable here either, and a tag whose NCCL cannot be read would
+# only move the unknown.
+JOB_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
 # Fabric acceptance: NGC's PyTorch containers ship nccl-tests built with MPI (all_reduce_perf_mpi in
 # /usr/local/bin, from cuda-dl-base), so the acceptance job runs the image the training jobs use.
-NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
+NCCL_TESTS_IMAGE = JOB_IMAGE
 NCCL_TESTS_ALL_REDUCE = "all_reduce_perf_mpi"
 
 # Kubeflow Trainer v2 (TrainJob, ClusterTrainingRuntime) on JobSet, from its Helm chart in an OCI registry
@@ -90,7 +103,7 @@ JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
 JOBSET_IMAGE_TAG = "v0.12.0"
 # Default image of the torch and plain runtimes' `node` container and of their preflight init container (a
 # TrainJob's image replaces the first, never the second: the preflight needs only a shell).
-TRAINER_NODE_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
+TRAINER_NODE_IMAGE = JOB_IMAGE
 
 # ------------------------------------------------------------------------------------------- pairings
 # Images that must move with a chart or ref (`versions.*` in a stack file): the tag that follows the version by the

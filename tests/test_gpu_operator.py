@@ -1,9 +1,12 @@
 """GPU Operator (components/platform/gpu_operator.py): its Helm values."""
 
 import pytest
+import yaml
 
+from components import versions
 from components.platform import gpu_operator
 from tests.helpers import DEDICATED, GPU_TAINT, cfg
+from tools import upstream
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
 QUARANTINED = {"key": "fastpath.dev/quarantined", "operator": "Exists", "effect": "NoSchedule"}
@@ -71,3 +74,13 @@ def test_gpu_operator_values(changes, expected):
     (`daemonsets.tolerations`, `node-feature-discovery.worker.tolerations`) repeated. The DCGM ServiceMonitor
     takes `additionalLabels` (same values.yaml, `dcgmExporter.serviceMonitor`)."""
     assert gpu_operator.values(cfg("prod-ib", **{"health__enabled": False, **changes})) == expected
+
+
+def test_the_default_driver_runs_the_job_images_cuda():
+    """The job image (versions.JOB_IMAGE, NGC PyTorch 25.10) is built on CUDA 13.0.2, which NVIDIA pairs with driver
+    580.95.05 (Triton's compatibility table, the nv25.10 torch build); the driver the GPU Operator installs by default
+    (NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml driver.version) must be at least that, or every
+    job fails at CUDA init."""
+    assert versions.JOB_IMAGE == "nvcr.io/nvidia/pytorch:25.10-py3"  # the release the driver floor is read for
+    driver = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["driver"]["version"]
+    assert tuple(map(int, driver.split("."))) >= (580, 95, 5), driver

@@ -49,7 +49,15 @@ CASES = [
     # only (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector_plugin.cc), which NCCL 2.27 cannot load: it
     # looks up v4..v1 (v2.27.7-1:src/plugin/profiler.cc) and trains on without it.
     ("profiler_inspector_loaded", ["--expect", "ib", "--min-busbw", "360", "--profiler"], 0, "ib", True, False, None),
-    ("profiler_v5_on_nccl_2_27", ["--expect", "ib", "--min-busbw", "360", "--profiler"], 1, "ib", True, False, "telemetry: NCCL 2.27.7 found no profiler interface it knows in the plugin: the Inspector exports ncclProfiler_v5, which NCCL loads from 2.28.3 on"),
+    (
+        "profiler_v5_on_nccl_2_27",
+        ["--expect", "ib", "--min-busbw", "360", "--profiler"],
+        1,
+        "ib",
+        True,
+        False,
+        "telemetry: NCCL 2.27.7 found no profiler interface it knows in the plugin: the Inspector exports ncclProfiler_v5, which NCCL loads from 2.28.3 on",
+    ),
 ]
 
 
@@ -819,10 +827,24 @@ PROFILER_LINES = [
     ("missing-2.30", [f"PROFILER/Plugin: Could not find: {PLUGIN}"], None, "fail", "warn", "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names"),
     ("missing-2.27", [f"PROFILER/Plugin: Could not find: {PLUGIN}. "], None, "fail", "warn", "the init container that copies it from monitoring.ncclInspectorImage"),
     ("unsupported-2.30", ["NCCL version 2.30.7+cuda13.0", f"External profiler plugin {PLUGIN} is unsupported"], None, "fail", "warn", "NCCL 2.30.7 found no profiler interface it knows"),
-    ("v5-on-2.27", ["NCCL version 2.27.7+cuda12.9", "PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: failed to find ncclProfiler_v1."], None, "fail", "warn", "NCCL 2.27.7 found no profiler interface"),
+    (
+        "v5-on-2.27",
+        ["NCCL version 2.27.7+cuda12.9", "PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: failed to find ncclProfiler_v1."],
+        None,
+        "fail",
+        "warn",
+        "NCCL 2.27.7 found no profiler interface",
+    ),
     # 2.27 tries v4 first and logs each miss: a plugin of an older interface still loads.
     ("v3-on-2.27", ["PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: loaded example"], "example", "pass", "pass", None),
-    ("libstdcxx", [f"PROFILER/Plugin: {PLUGIN}: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by {PLUGIN})"], None, "fail", "warn", "built against a newer glibc or libstdc++"),
+    (
+        "libstdcxx",
+        [f"PROFILER/Plugin: {PLUGIN}: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by {PLUGIN})"],
+        None,
+        "fail",
+        "warn",
+        "built against a newer glibc or libstdc++",
+    ),
     ("init-failed", ["Profiler init failed with error '5': Input/output error. Continue without profiler."], None, "fail", "warn", "the profiler plugin failed to start"),
     # No plugin line at all (INIT not logged): not judged, where it was asked for.
     ("no-lines", [], None, "incomplete", "pass", "profiler plugin: not in this log"),

@@ -249,7 +249,9 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
         # What replaces it (FabricAcceptance: replace_on_changes spec, a new kind or name); its check annotation is
         # patched in place and runs nothing.
         meta = job["metadata"]
-        facets["acceptance"] = digest([job["apiVersion"], job["kind"], meta["name"], meta.get("namespace"), job["spec"]])
+        facets["acceptance"] = digest(
+            [job["apiVersion"], job["kind"], meta["name"], meta.get("namespace"), job["spec"]]
+        )
     gpu_nodes = p.nodes.count
     facts = {
         "gpuNodes": gpu_nodes,

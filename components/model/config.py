@@ -652,9 +652,11 @@ class MonitoringConfig(Model):
     kube-prometheus-stack Prometheus selects `release: <its release>` unless configured otherwise). Default none."""
     nccl_inspector_image: str | None = None
     """An image holding NCCL's Inspector profiler plugin at /nccl-inspector/libnccl-profiler-inspector.so, built
-    from NVIDIA/nccl plugins/profiler/inspector at the NCCL release of the training images (2.29.3 or later: its
-    Prometheus output). Set: every training pod loads it and exports per-collective bus bandwidth, a PodMonitor
-    scrapes it, and rules show a slow rank or rail while jobs train. Unset: no training-time telemetry."""
+    from NVIDIA/nccl plugins/profiler/inspector at 2.29.3 or later (its Prometheus output), for the training images'
+    CPU architecture and glibc. It loads only into NCCL 2.28.3 or later (it exports profiler interface v5): an older
+    NCCL in a training image trains on without it, so the acceptance checks that every rank loaded it. Set: every
+    training pod loads it and exports per-collective bus bandwidth, a PodMonitor scrapes it, and rules show a slow
+    rank or rail while jobs train. Unset: no training-time telemetry."""
 
     @model_validator(mode="after")
     def _labels_need_monitoring(self) -> MonitoringConfig:
