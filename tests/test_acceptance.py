@@ -94,16 +94,26 @@ def test_acceptance_queue_is_capped_at_the_largest_run():
     assert q["spec"]["capability"] == {"nvidia.com/gpu": 32} and q["spec"]["reclaimable"] is False
 
 
-# What each process prints once it loaded the Inspector (NVIDIA/nccl@v2.30.7-1:src/plugin/profiler/profiler_v5.cc):
-# prod-ib's acceptance pods load it (monitoring.ncclInspectorImage), so their checks ask for it (--profiler).
+# What each process prints once it loaded the Inspector (NVIDIA/nccl@v2.30.7-1:src/plugin/profiler/profiler_v5.cc),
+# and each rank once the Inspector set up its communicator (plugins/profiler/inspector/inspector_plugin.cc): prod-ib's
+# acceptance pods load it (monitoring.ncclInspectorImage), so their checks ask for it (--profiler).
 INSPECTOR_LOADED = "PROFILER/Plugin: Loaded Inspector (v5)"
 
 
 def with_plugin(text: str, plugin_line: str | None) -> str:
-    """`text` with `plugin_line` after each process's `Using network` line, as NCCL prints it at init."""
+    """`text` with `plugin_line` after each process's `Using network` line, and the Inspector's line after each
+    rank's Init START once it loaded, as NCCL prints them at init."""
     if plugin_line is None:
         return text
-    return re.sub(r"^(.* NCCL INFO )Using network .*$", lambda m: f"{m.group(0)}\n{m.group(1)}{plugin_line}", text, flags=re.M)
+    text = re.sub(r"^(.* NCCL INFO )Using network .*$", lambda m: f"{m.group(0)}\n{m.group(1)}{plugin_line}", text, flags=re.M)
+    if plugin_line != INSPECTOR_LOADED:
+        return text
+    return re.sub(
+        r"^(.* NCCL INFO ).* rank (\d+) nranks (\d+) .* - Init START$",
+        lambda m: f"{m.group(0)}\n{m.group(1)}PROFILER/Plugin: init commName:  commHash: 42 nranks: {m.group(3)} rank: {m.group(2)}",
+        text,
+        flags=re.M,
+    )
 
 
 def section_log(tmp_path: Path, runs: dict[int, str], plugin_line: str | None = INSPECTOR_LOADED) -> Path:
@@ -186,9 +196,9 @@ def test_acceptance_measures_each_rail_first_and_counts_the_rails(rendered, stac
         (INSPECTOR_LOADED, 0, None),
         # The Inspector on a training image whose NCCL predates profiler interface v5 (NVIDIA/nccl@v2.27.7-1:
         # src/plugin/profiler.cc looks up v4..v1): the job would train with no metrics and no error.
-        ("PROFILER/Plugin: failed to find ncclProfiler_v1.", 1, "NCCL 2.27.7 found no profiler interface it knows"),
+        ("PROFILER/Plugin: failed to find ncclProfiler_v1.", 1, "NCCL 2.27.7 loads profiler interfaces v1-v4 only"),
         ("PROFILER/Plugin: Could not find: /nccl-inspector/lib/libnccl-profiler-inspector.so. ", 1, "could not find the profiler plugin"),
-        ("PROFILER/Plugin: Could not find: libnccl-profiler.so. ", 1, "ran without NCCL_PROFILER_PLUGIN"),
+        ("PROFILER/Plugin: Could not find: libnccl-profiler.so. ", 1, "was given no profiler plugin"),
     ],
 )
 def test_acceptance_with_telemetry_fails_when_a_rank_did_not_load_the_inspector(tmp_path, plugin_line, code, reason):

@@ -219,6 +219,8 @@ EDITS = [
     ("checkpoint-size", "prod-ib", {"checkpoints.size": "300Ti"}, None, {"checkpoints.size": "rolling"}, "rolling", "200Ti -> 300Ti", ["pvc-immutable"]),
     ("checkpoint-class", "prod-roce", {"checkpoints.storageClass": "ceph-rbd"}, None, {"checkpoints.claims": "destructive"}, "destructive", "cannot change in place", ["pvc-immutable"]),
     ("acceptance-scaling", "prod-ib", {"acceptance.scaling": [1, 2]}, None, {"acceptance": "rolling"}, "rolling", "runs again", ["job-replace"]),
+    # Only the check annotation moves: patched in place (FabricAcceptance replaces on spec), nothing runs again.
+    ("acceptance-warn-band", "prod-ib", {"acceptance.warnEfficiency": 0.9}, None, {"acceptance": None}, None, "", []),
     (
         "trainer-image",
         "prod-v2",

@@ -56,7 +56,7 @@ CASES = [
         "ib",
         True,
         False,
-        "telemetry: NCCL 2.27.7 found no profiler interface it knows in the plugin: the Inspector exports ncclProfiler_v5, which NCCL loads from 2.28.3 on",
+        "telemetry: NCCL found no profiler interface it knows in the plugin: NCCL 2.27.7 loads profiler interfaces v1-v4 only and the Inspector exports v5",
     ),
 ]
 
@@ -812,64 +812,113 @@ def test_a_one_tray_run_under_mnnvl_is_local_and_two_trays_are_mnnvl():
 
 
 PLUGIN = "/nccl-inspector/lib/libnccl-profiler-inspector.so"
-INFO = "llm-ib-worker-0:41:90 [0] NCCL INFO "
-# (what NCCL printed of its profiler plugin, as each release prints it under INIT (NVIDIA/nccl@v2.27.7-1 and
-# @v2.30.7-1: src/plugin/plugin_open.cc, src/plugin/profiler.cc, src/plugin/profiler/profiler_v*.cc), the plugin
-# loaded, the verdict with --profiler and without, the reason's substring)
+LOADED_V5 = ["PROFILER/Plugin: Loaded Inspector (v5)", f"Successfully loaded external profiler plugin {PLUGIN}"]
+ALL_RANKS = frozenset(range(16))
+# (id, NCCL version, what each process printed of its profiler plugin as that release prints it under INIT
+# (NVIDIA/nccl@v2.27.7-1 and @v2.30.7-1: src/plugin/plugin_open.cc, src/plugin/profiler.cc,
+# src/plugin/profiler/profiler_v*.cc), the ranks whose Inspector set up its communicator (its `init commName` line:
+# plugins/profiler/inspector/inspector_plugin.cc), the plugin loaded, the verdict with --profiler --ranks 16 and
+# without --profiler, the reason's substring)
 PROFILER_LINES = [
-    ("loaded-2.30", ["PROFILER/Plugin: Loaded Inspector (v5)", f"Successfully loaded external profiler plugin {PLUGIN}"], "Inspector (v5)", "pass", "pass", None),
-    ("loaded-2.27", [f"PROFILER/Plugin: Plugin name set by env to {PLUGIN}", "PROFILER/Plugin: loaded Inspector"], "Inspector", "pass", "pass", None),
-    # No NCCL_PROFILER_PLUGIN: NCCL looks for its default library, and not finding it is no failure of a job.
-    ("unset-2.30", ["PROFILER/Plugin: Could not find: libnccl-profiler.so"], None, "fail", "pass", "a process ran without NCCL_PROFILER_PLUGIN"),
-    ("unset-2.27", ["PROFILER/Plugin: Could not find: libnccl-profiler.so. "], None, "fail", "pass", "the launcher did not pass the Inspector's variables"),
-    # One rank loaded it and another was not given it: not every rank reports.
-    ("unset-on-one-rank", ["PROFILER/Plugin: Loaded Inspector (v5)", "PROFILER/Plugin: Could not find: libnccl-profiler.so"], "Inspector (v5)", "fail", "pass", "a process ran without"),
-    ("missing-2.30", [f"PROFILER/Plugin: Could not find: {PLUGIN}"], None, "fail", "warn", "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names"),
-    ("missing-2.27", [f"PROFILER/Plugin: Could not find: {PLUGIN}. "], None, "fail", "warn", "the init container that copies it from monitoring.ncclInspectorImage"),
-    ("unsupported-2.30", ["NCCL version 2.30.7+cuda13.0", f"External profiler plugin {PLUGIN} is unsupported"], None, "fail", "warn", "NCCL 2.30.7 found no profiler interface it knows"),
+    ("loaded-2.30", "2.30.7", LOADED_V5, ALL_RANKS, "Inspector (v5)", "pass", "pass", None),
+    # A rank whose Inspector did not set up: it loaded, and exports nothing there.
+    ("silent-rank", "2.30.7", LOADED_V5, ALL_RANKS - {5}, "Inspector (v5)", "fail", "pass", "set up a communicator on 15 of 16 ranks"),
+    # Loaded but inert everywhere (NCCL_INSPECTOR_ENABLE unset: from 2.29.3 its init returns success, logs under
+    # PROFILE only, and NCCL prints no failure).
+    ("inert", "2.30.7", LOADED_V5, frozenset(), "Inspector (v5)", "fail", "pass", "set up a communicator on 0 of 16 ranks"),
+    ("not-the-inspector", "2.30.7", ["PROFILER/Plugin: Loaded example (v6)"], ALL_RANKS, "example (v6)", "fail", "pass", "not the Inspector"),
+    # 2.27 tries v4 first and logs each miss: a plugin of an older interface still loads (not the Inspector).
+    (
+        "v4-miss-then-loaded-2.27",
+        "2.27.7",
+        [f"PROFILER/Plugin: Plugin name set by env to {PLUGIN}", "PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: loaded example"],
+        frozenset(),
+        "example",
+        "fail",
+        "pass",
+        "not the Inspector",
+    ),
+    # No NCCL_PROFILER_PLUGIN (or `none`): NCCL looks for its default library; no failure of a job.
+    ("unset-2.30", "2.30.7", ["PROFILER/Plugin: Could not find: libnccl-profiler.so"], frozenset(), None, "fail", "pass", "a process was given no profiler plugin"),
+    ("unset-2.27", "2.27.7", ["PROFILER/Plugin: Could not find: libnccl-profiler.so. "], frozenset(), None, "fail", "pass", "the launcher did not pass the Inspector's variables"),
+    ("none-2.27", "2.27.7", ["PROFILER/Plugin: Could not find: none libnccl-profiler-none.so. "], frozenset(), None, "fail", "pass", "NCCL_PROFILER_PLUGIN was none"),
+    ("missing-2.30", "2.30.7", [f"PROFILER/Plugin: Could not find: {PLUGIN}"], frozenset(), None, "fail", "warn", "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names"),
+    ("missing-2.27", "2.27.7", [f"PROFILER/Plugin: Could not find: {PLUGIN}. "], frozenset(), None, "fail", "warn", "the init container that copies it from monitoring.ncclInspectorImage"),
+    ("unsupported-2.30", "2.30.7", [f"External profiler plugin {PLUGIN} is unsupported"], frozenset(), None, "fail", "warn", "NCCL 2.30.7 loads the Inspector's v5: the file is not the Inspector"),
     (
         "v5-on-2.27",
-        ["NCCL version 2.27.7+cuda12.9", "PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: failed to find ncclProfiler_v1."],
+        "2.27.7",
+        ["PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: failed to find ncclProfiler_v1."],
+        frozenset(),
         None,
         "fail",
         "warn",
-        "NCCL 2.27.7 found no profiler interface",
+        "NCCL 2.27.7 loads profiler interfaces v1-v4 only",
     ),
-    # 2.27 tries v4 first and logs each miss: a plugin of an older interface still loads.
-    ("v3-on-2.27", ["PROFILER/Plugin: failed to find ncclProfiler_v4", "PROFILER/Plugin: loaded example"], "example", "pass", "pass", None),
     (
-        "libstdcxx",
+        "libstdcxx-2.30",
+        "2.30.7",
         [f"PROFILER/Plugin: {PLUGIN}: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by {PLUGIN})"],
+        frozenset(),
         None,
         "fail",
         "warn",
         "built against a newer glibc or libstdc++",
     ),
-    ("init-failed", ["Profiler init failed with error '5': Input/output error. Continue without profiler."], None, "fail", "warn", "the profiler plugin failed to start"),
+    ("elf-2.27", "2.27.7", [f"PROFILER/Plugin: {PLUGIN}: wrong ELF class: ELFCLASS32"], frozenset(), None, "fail", "warn", "could not load the profiler plugin"),
+    (
+        "init-failed-2.30",
+        "2.30.7",
+        [*LOADED_V5, "Profiler init failed with error '5': Input/output error. Continue without profiler."],
+        frozenset(),
+        "Inspector (v5)",
+        "fail",
+        "warn",
+        "the profiler plugin failed to start",
+    ),
+    (
+        "init-failed-2.27",
+        "2.27.7",
+        ["PROFILER/Plugin: loaded Inspector", "NCCL WARN Profiler init failed with error (5). Continue without profiler."],
+        frozenset(),
+        "Inspector",
+        "fail",
+        "warn",
+        "the profiler plugin failed to start",
+    ),
     # No plugin line at all (INIT not logged): not judged, where it was asked for.
-    ("no-lines", [], None, "incomplete", "pass", "profiler plugin: not in this log"),
-    # The Inspector's own line at each communicator's init is not an error.
-    ("inspector-init", ["PROFILER/Plugin: Loaded Inspector (v5)", "PROFILER/Plugin: init commName: default commHash: 42 nranks: 16 rank: 0"], "Inspector (v5)", "pass", "pass", None),
+    ("no-lines", "2.30.7", [], frozenset(), None, "incomplete", "pass", "profiler plugin: not in this log"),
 ]
 
 
-@pytest.mark.parametrize(("lines", "loaded", "required", "otherwise", "reason"), [row[1:] for row in PROFILER_LINES], ids=[row[0] for row in PROFILER_LINES])
-def test_profiler_plugin_loading_as_each_release_prints_it(tmp_path, lines, loaded, required, otherwise, reason):
-    """With --profiler every process must have loaded the plugin NCCL_PROFILER_PLUGIN names; without it a plugin that
-    did not load is a warning: the job trains on, with no telemetry. The block reader gives the same report."""
-    # A version line replaces the log's (2.27.7); the others follow its first `Using network`, in order.
-    text = (LOGS / "ib_gdr_linerate.log").read_text()
-    for version in [line for line in lines if line.startswith("NCCL version")]:
-        text = text.replace("NCCL version 2.27.7+cuda12.9", version, 1)
-    plugin = "".join(f"{INFO}{line}\n" for line in lines if not line.startswith("NCCL version"))
-    text = text.replace("NCCL INFO Using network IB\n", f"NCCL INFO Using network IB\n{plugin}", 1)
+def profiler_log(version: str, process_lines: list[str], ranks: frozenset[int]) -> str:
+    """ib_gdr_linerate.log (two processes' init lines, 16 ranks) with `version`, `process_lines` after each
+    process's `Using network` line and the Inspector's line after the Init START of each of `ranks`."""
+    out = []
+    for line in (LOGS / "ib_gdr_linerate.log").read_text().replace("2.27.7+cuda12.9", f"{version}+cuda13.0").splitlines():
+        out.append(line)
+        head = line.split("NCCL INFO ")[0]
+        if "NCCL INFO Using network IB" in line:
+            out += [f"{head}{'' if text.startswith('NCCL WARN') else 'NCCL INFO '}{text}" for text in process_lines]
+        if (m := re.search(r"rank (\d+) nranks (\d+) .* - Init START", line)) and int(m.group(1)) in ranks:
+            out.append(f"{head}NCCL INFO PROFILER/Plugin: init commName:  commHash: 9024011226335993617 nranks: {m.group(2)} rank: {m.group(1)}")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(("version", "lines", "ranks", "loaded", "required", "otherwise", "reason"), [row[1:] for row in PROFILER_LINES], ids=[row[0] for row in PROFILER_LINES])
+def test_profiler_plugin_loading_as_each_release_prints_it(tmp_path, version, lines, ranks, loaded, required, otherwise, reason):
+    """With --profiler the Inspector must have set up every rank's communicator; without it a plugin that did not
+    load is a warning: the job trains on, with no telemetry. The block reader gives the same report."""
+    text = profiler_log(version, lines, ranks)
     path = tmp_path / "run.log"
     path.write_text(text)
     report = parse_files([path], None)[0]
     assert asdict(report) == asdict(parse(read_lines(path))[0])
-    assert report.profiler == loaded
+    assert (report.profiler, report.profiler_ranks) == (loaded, len(ranks))
     for flag, verdict in ((True, required), (False, otherwise)):
-        r = judge(parse_text(text), "ib", 360, None, False, profiler=flag)
+        r = judge(parse_text(text), "ib", 360, 16, False, profiler=flag)
         assert r.verdict == verdict, r.reasons
         if verdict != "pass" and reason is not None:
             assert any(reason in why for why in r.reasons), r.reasons
+        if not flag:
+            assert not any("Profiler init failed" in w for w in r.warnings)  # read as the plugin's, not an unknown WARN

@@ -5,7 +5,20 @@ run with GPUDirect RDMA are read off the kinds table (components/fabric/kinds.py
 from __future__ import annotations
 
 from components.fabric.kinds import KINDS, TRANSPORTS
-from tools.ncclcheck.parse import IB, LOCAL, MNNVL, NO_DEBUG, OTHER_PROVIDER, ROCE, SOCKET, Report, section_markers
+from tools.ncclcheck.parse import (
+    IB,
+    INSPECTOR,
+    LOCAL,
+    MNNVL,
+    NO_DEBUG,
+    OTHER_PROVIDER,
+    PROFILER_UNKNOWN_INTERFACE,
+    PROFILER_V5_NCCL,
+    ROCE,
+    SOCKET,
+    Report,
+    section_markers,
+)
 
 # What --expect accepts: each fabric kind's transport, `local` for a one-node run (P2P/SHM only) and `mnnvl` for a
 # multi-node run inside one NVLink clique.
@@ -105,7 +118,7 @@ def judge(
         _judge_bootstrap(r, bootstrap, failed, absent)
     if rails is not None:
         _judge_rails(r, rails, failed, absent, notes)
-    _judge_profiler(r, profiler, failed, warned, absent)
+    _judge_profiler(r, profiler, ranks, failed, warned, absent)
     failed += r.failures
     # No RDMA device is a failure where RDMA was expected, and where nothing was said about a run that went over the
     # network; a one-node run or a TCP fabric has none to find.
@@ -175,24 +188,63 @@ def mnnvl_off_reason(r: Report) -> str:
     )
 
 
-def _judge_profiler(r: Report, required: bool, failed: list[str], warned: list[str], absent: list[str]) -> None:
-    """The profiler plugin (fastpath's telemetry: NCCL's Inspector) must load in every process when `required`;
-    otherwise a failure to load one is a warning: the job trains on, with no per-collective metrics, so nothing
-    shows a slow rank or rail until the next acceptance run."""
-    if r.profiler_failures:
-        lead = "telemetry: " if required else "the job runs without its telemetry: "
-        (failed if required else warned).extend(lead + reason for reason in r.profiler_failures)
-    elif required and r.profiler_unset:
-        failed.append(
-            "telemetry: a process ran without NCCL_PROFILER_PLUGIN (NCCL looked only for its default "
-            "libnccl-profiler.so): the launcher did not pass the Inspector's variables to every rank (mpirun -x, "
-            "or the container's env)"
+def _judge_profiler(
+    r: Report, required: bool, ranks: int | None, failed: list[str], warned: list[str], absent: list[str]
+) -> None:
+    """The Inspector (fastpath's telemetry) must have set up every rank's communicator when `required` (`ranks`, or
+    the communicator's size the log shows); otherwise a plugin that did not load is a warning: the job trains on,
+    with no per-collective metrics, so nothing shows a slow rank or rail until the next acceptance run."""
+    reasons = [_with_version_advice(r, reason) for reason in r.profiler_failures]
+    if r.profiler_unset and required:
+        reasons.append(
+            "a process was given no profiler plugin (NCCL looked only for its default libnccl-profiler.so, or "
+            "NCCL_PROFILER_PLUGIN was none): the launcher did not pass the Inspector's variables to every rank "
+            "(mpirun -x, or the container's env)"
         )
-    elif required and r.profiler is None:
+    if not required:
+        warned.extend(f"the job runs without its telemetry: {reason}" for reason in reasons)
+        return
+    failed.extend(f"telemetry: {reason}" for reason in reasons)
+    if reasons:
+        return
+    if r.profiler is None:
         absent.append(
             "profiler plugin: not in this log (no 'PROFILER/Plugin' line, which every process prints at init under "
             "NCCL_DEBUG=INFO with INIT in NCCL_DEBUG_SUBSYS); --profiler cannot be checked"
         )
+        return
+    if not r.profiler.startswith(INSPECTOR):
+        failed.append(f"telemetry: NCCL loaded the profiler plugin {r.profiler!r}, not the Inspector: check the file")
+        return
+    want = ranks or r.nranks
+    if not r.profiler_ranks or (want and r.profiler_ranks < want):
+        of = f" on {r.profiler_ranks} of {want} ranks" if want else " on no rank"
+        failed.append(
+            f"telemetry: the Inspector loaded but set up a communicator{of} ('PROFILER/Plugin: init commName' "
+            "lines): on the others it exports nothing (NCCL_INSPECTOR_ENABLE not 1, its dump directory not "
+            "writable, its dump thread; it logs why under NCCL_DEBUG_SUBSYS PROFILE), or that rank's lines are "
+            "missing from this log"
+        )
+
+
+def _with_version_advice(r: Report, reason: str) -> str:
+    """A plugin NCCL found no interface in: too old an NCCL for the Inspector, or not the Inspector, by the version
+    the log shows (read here: rank 0 prints it, anywhere in a launcher's log)."""
+    if not reason.startswith(PROFILER_UNKNOWN_INTERFACE):
+        return reason
+    floor = ".".join(map(str, PROFILER_V5_NCCL))
+    version = tuple(int(x) for x in r.nccl_version.split(".")) if r.nccl_version else None
+    if version is None:
+        advice = f"the Inspector exports ncclProfiler_v5, which NCCL loads from {floor} on: check the image's NCCL"
+    elif version < PROFILER_V5_NCCL:
+        advice = (
+            f"NCCL {r.nccl_version} loads profiler interfaces v1-v4 only and the Inspector exports v5 (NCCL {floor} "
+            "on): use a training image with a newer NCCL"
+        )
+    else:
+        advice = f"NCCL {r.nccl_version} loads the Inspector's v5: the file is not the Inspector, or a broken build"
+    head, quote = reason[: len(PROFILER_UNKNOWN_INTERFACE)], reason[len(PROFILER_UNKNOWN_INTERFACE) :]
+    return f"{head}: {advice}{quote}"
 
 
 def _judge_bootstrap(r: Report, interface: str, failed: list[str], absent: list[str]) -> None:

@@ -240,7 +240,9 @@ INIT_HOST = re.compile(
 # no profiler API this NCCL knows: `External profiler plugin <name> is unsupported` (2.28 on), `PROFILER/Plugin:
 # failed to find ncclProfiler_v1` (up to 2.27, the last of its v4..v1 lookups). Not opened (dlopen's error: another
 # architecture, a missing library): `PROFILER/Plugin: [<name>: ]<dlerror>`. Its init failing: `Profiler init failed`.
-PROFILER_DEFAULT_LIB = "libnccl-profiler.so"
+# NCCL_PROFILER_PLUGIN unset: NCCL looks for its default library; `none` (2.27: it then tries the name and
+# libnccl-profiler-none.so): a process told to run without one. Neither is a plugin that failed.
+PROFILER_NOT_GIVEN = ("libnccl-profiler.so", "none", "libnccl-profiler-none.so")
 PROFILER_LOADED = re.compile(r"PROFILER/Plugin: [Ll]oaded (\S.{0,80}?)\s*$")
 PROFILER_NOT_FOUND = re.compile(r"PROFILER/Plugin: Could not find:((?: \S{1,255}){1,8})")
 PROFILER_UNSUPPORTED = re.compile(
@@ -248,11 +250,34 @@ PROFILER_UNSUPPORTED = re.compile(
 )
 PROFILER_BENIGN = ("Loaded ", "loaded ", "Could not find", "failed to find", "Plugin name set", "Closing", "init ")
 PROFILER_OPEN_ERROR = re.compile(r"PROFILER/Plugin: (\S.{0,200}?\.so\b.{0,200})$")
+# 2.28 on: INFO `Profiler init failed with error '%d': %s.`; 2.27: WARN `Profiler init failed with error (%d).`
 PROFILER_INIT_FAILED = re.compile(r"Profiler init failed with error.{0,80}")
+# The Inspector's own line once it set up a communicator (INFO INIT, every build from NVIDIA/nccl@v2.28.3-1:
+# ext-profiler/inspector/inspector_plugin.cc to v2.30.7-1:plugins/profiler/inspector/inspector_plugin.cc
+# inspectorPluginInit). From 2.29.3 a failed setup (NCCL_INSPECTOR_ENABLE not 1, its dump directory or thread)
+# returns success with no such line and its reason under NCCL_DEBUG_SUBSYS PROFILE only: loaded, but inert.
+INSPECTOR_COMM = re.compile(r"PROFILER/Plugin: init commName: .{0,300}? nranks: (\d{1,9}) rank: (\d{1,9})")
+INSPECTOR = "Inspector"  # its name (ncclProfiler_v5.name)
 # The Inspector as built from NVIDIA/nccl (ext-profiler/inspector from v2.28.3-1, plugins/profiler/inspector from
 # v2.29.7-1; its Prometheus output from v2.29.3-1) exports ncclProfiler_v5 only, which NCCL loads from 2.28.3
 # (src/plugin/profiler/profiler_v5.cc is new there; v2.27.7-1 looks up v4..v1).
 PROFILER_V5_NCCL = (2, 28, 3)
+# Why a process ran without the plugin it was given (the judge adds what the NCCL version says to the interface one).
+PROFILER_MISSING = (
+    "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names: the init container that copies it from "
+    "monitoring.ncclInspectorImage did not put it there (the image holds it elsewhere), the variable names another "
+    "path, or the file is for another CPU architecture (the loader may report that as not found)"
+)
+PROFILER_UNKNOWN_INTERFACE = "NCCL found no profiler interface it knows in the plugin"
+PROFILER_START_FAILED = (
+    "the profiler plugin failed to start (its init returned an error) and NCCL went on without it: the plugin's "
+    "reason is logged under NCCL_DEBUG_SUBSYS PROFILE"
+)
+PROFILER_NOT_LOADED = (
+    "NCCL could not load the profiler plugin (the dynamic loader's error is quoted): a plugin built against a newer "
+    "glibc or libstdc++ than the training image has, or for another CPU architecture (an x86_64 build on Grace); "
+    "build it in or for the training image"
+)
 
 
 # A communicator's node count (`comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8`, NCCL 2.19 on): more than one.
@@ -307,7 +332,8 @@ class Report:
     rdma_absent: list[str] = field(default_factory=list)  # RDMA_ABSENT meanings seen, quoting their first line
     profiler: str | None = None  # the profiler plugin NCCL loaded (`Inspector (v5)`), the first one seen
     profiler_failures: list[str] = field(default_factory=list)  # why NCCL ran without the one it was given
-    profiler_unset: bool = False  # a process looked only for NCCL's default plugin: NCCL_PROFILER_PLUGIN unset there
+    profiler_unset: bool = False  # a process was given no plugin (NCCL_PROFILER_PLUGIN unset or `none`)
+    profiler_ranks: int = 0  # ranks on which the Inspector set up a communicator (of the largest size it logged)
     failure_seen: set[str] = field(default_factory=set)  # meanings already reported (each once)
     quoted_warn: set[str] = field(default_factory=set)  # ... whose quote is an NCCL WARN line
 
@@ -378,6 +404,8 @@ class Parser:
         self.table: tuple[int, list[int]] | None = None  # columns of the nccl-tests header, busbw positions
         self.avg_sum = 0.0
         self.avg_count = 0
+        self.inspector_nranks = 0  # the largest communicator the Inspector set up, and its ranks seen
+        self.inspector_ranks: set[int] = set()
 
     def feed(self, raw: str) -> None:
         line = strip_prefix(raw)
@@ -420,7 +448,7 @@ class Parser:
             if found := pattern.search(line):
                 known = True
                 self._record(r.rdma_absent, meaning, line, found.start())
-        if not known and "NCCL WARN" in line and (m := WARN_TEXT.search(line)):
+        if not known and "NCCL WARN" in line and "Profiler init failed" not in line and (m := WARN_TEXT.search(line)):
             text = m.group(1).strip()
             if len(r.warnings) < MAX_WARNINGS and not any(_same_warning(text, w) for w in r.warnings):
                 r.warnings.append(text)
@@ -499,52 +527,29 @@ class Parser:
             r.clique_size = max(r.clique_size or 0, int(m.group(1)))
 
     def _profiler(self, line: str) -> None:
-        """What NCCL said of loading the profiler plugin: its name once loaded, or why it runs without it (each
-        reason once, quoting its first line; the line says what NCCL_PROFILER_PLUGIN named)."""
+        """What NCCL said of loading the profiler plugin: its name once loaded, the ranks on which the Inspector set
+        up a communicator, or why a process runs without it (each reason once, quoting its first line)."""
         r = self.r
-        if (m := PROFILER_LOADED.search(line)) is not None:
+        if (m := INSPECTOR_COMM.search(line)) is not None:
+            nranks, rank = int(m.group(1)), int(m.group(2))
+            if nranks > self.inspector_nranks:  # the largest communicator's ranks are the ones counted
+                self.inspector_nranks, self.inspector_ranks = nranks, set()
+            if nranks == self.inspector_nranks and len(self.inspector_ranks) < MAX_RANKS:
+                self.inspector_ranks.add(rank)
+        elif (m := PROFILER_LOADED.search(line)) is not None:
             r.profiler = r.profiler or m.group(1).rstrip(".")
         elif (m := PROFILER_NOT_FOUND.search(line)) is not None:
             names = [n.rstrip(".") for n in m.group(1).split()]
-            if all(n == PROFILER_DEFAULT_LIB for n in names):
+            if all(n.lower() in PROFILER_NOT_GIVEN for n in names):
                 r.profiler_unset = True
             else:
-                self._record(
-                    r.profiler_failures,
-                    "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names: the init container that "
-                    "copies it from monitoring.ncclInspectorImage did not put it there (the image holds it elsewhere), "
-                    "the variable names another path, or the file is for another CPU architecture (the loader may "
-                    "report that as not found)",
-                    line,
-                    m.start(),
-                )
+                self._record(r.profiler_failures, PROFILER_MISSING, line, m.start())
         elif (m := PROFILER_UNSUPPORTED.search(line)) is not None:
-            version = f"NCCL {r.nccl_version}" if r.nccl_version else "this NCCL"
-            self._record(
-                r.profiler_failures,
-                f"{version} found no profiler interface it knows in the plugin: the Inspector exports "
-                f"ncclProfiler_v5, which NCCL loads from {'.'.join(map(str, PROFILER_V5_NCCL))} on; use a "
-                "training image with a newer NCCL",
-                line,
-                m.start(),
-            )
+            self._record(r.profiler_failures, PROFILER_UNKNOWN_INTERFACE, line, m.start())
         elif (m := PROFILER_INIT_FAILED.search(line)) is not None:
-            self._record(
-                r.profiler_failures,
-                "the profiler plugin failed to start (its init returned an error) and NCCL went on without it: "
-                "the Inspector's own INFO lines before it say why (its dump directory not writable, memory)",
-                line,
-                m.start(),
-            )
+            self._record(r.profiler_failures, PROFILER_START_FAILED, line, m.start())
         elif (m := PROFILER_OPEN_ERROR.search(line)) is not None and not m.group(1).startswith(PROFILER_BENIGN):
-            self._record(
-                r.profiler_failures,
-                "NCCL could not load the profiler plugin (the dynamic loader's error is quoted): a plugin built "
-                "against a newer glibc or libstdc++ than the training image has, or for another CPU architecture "
-                "(an x86_64 build on Grace); build it in or for the training image",
-                line,
-                m.start(),
-            )
+            self._record(r.profiler_failures, PROFILER_NOT_LOADED, line, m.start())
 
     def _nic_line(self, line: str) -> None:
         """A line of NCCL's IB transport: one process's NIC list (`NET/IB : Using ...`, or none found), if it is one.
@@ -609,6 +614,7 @@ class Parser:
         r = self.r
         r.channels = dict(sorted(self.channels.items()))
         r.init_complete = len(self.complete)
+        r.profiler_ranks = len(self.inspector_ranks)
         r.test_ranks = len(self.test_ranks)
         r.networks = sorted(self.networks)
         r.bootstrap_interfaces = list(self.bootstrap)
