@@ -7,6 +7,7 @@ import re
 import pytest
 import yaml
 
+from components import versions
 from components.model import config, stack
 from components.platform import mirrors
 from tests.conftest import stack_platform
@@ -192,3 +193,52 @@ def test_moving_a_running_cluster_to_its_mirrors_is_a_driver_rollout():
     assert changes["gpu.driver"].cls == "disruptive"
     assert {"mirrors.registry", "gpu.precompiledDriver.branch"} <= set(changes["gpu.driver"].keys)
     assert changes["charts.gpu-operator"].cls == "rolling" and "mirrors.charts" in changes["charts.gpu-operator"].keys
+
+
+# cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/values.yaml: each component's image values (`name`,
+# `repository` empty) and the chart-wide `imageRegistry: quay.io`, `imageNamespace: jetstack`; the tag defaults to
+# the chart's appVersion, the release tag (make/manifests.mk).
+CERT_MANAGER_IMAGES = {
+    "image": "cert-manager-controller",
+    "webhook.image": "cert-manager-webhook",
+    "cainjector.image": "cert-manager-cainjector",
+    "acmesolver.image": "cert-manager-acmesolver",
+    "startupapicheck.image": "cert-manager-startupapicheck",
+}
+
+
+def cert_manager_image(image: dict, registry: str, namespace: str, app_version: str) -> str:
+    """cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/templates/_helpers.tpl `cert-manager.image`,
+    restated: a set repository wins (prefixed by a set image.registry); else name under imageNamespace under
+    imageRegistry (then image.registry); the tag, else the digest, else `:<appVersion>`."""
+    if image.get("repository"):
+        repository = image["repository"]
+    else:
+        repository = "/".join(part for part in (registry, namespace, image["name"]) if part)
+    if image.get("registry"):
+        repository = f"{image['registry']}/{repository}"
+    if image.get("tag") and image.get("digest"):
+        return f"{repository}:{image['tag']}@{image['digest']}"
+    if image.get("tag"):
+        return f"{repository}:{image['tag']}"
+    if image.get("digest"):
+        return f"{repository}@{image['digest']}"
+    return f"{repository}:{app_version}"
+
+
+@pytest.mark.parametrize("stack", [AIRGAP, "prod-ib"])
+def test_cert_manager_pulls_what_the_inventory_lists_and_from_the_mirror_when_it_has_one(rendered, stack):
+    """The chart's image rule at the pinned tag applied to the values the stack renders: every image the chart can
+    run is in the stack's inventory (images.txt), under the mirror on the air-gapped stack, at the pinned version."""
+    (pkg,) = [p for p in yaml.safe_load_all(rendered(stack).files["packages.yaml"]) if p["name"] == "cert-manager"]
+    assert pkg["version"] == versions.CERT_MANAGER_VERSION == "v1.21.1"  # the tag the rule above was read at
+    values = pkg["values"]
+    registry = values.get("imageRegistry", "quay.io")
+    inventory = rendered(stack).files["images.txt"]
+    for path, name in CERT_MANAGER_IMAGES.items():
+        node = values
+        for part in path.split("."):
+            node = node.get(part, {})
+        ref = cert_manager_image({"name": name, "repository": "", **node}, registry, "jetstack", versions.CERT_MANAGER_VERSION)
+        assert ref == (f"{MIRROR}/" if stack == AIRGAP else "") + f"quay.io/jetstack/{name}:v1.21.1"
+        assert ref in inventory, ref

@@ -268,7 +268,7 @@ def values(platform: PlatformConfig) -> dict[str, Any]:
 
 def cert_manager_values(platform: PlatformConfig) -> dict[str, Any]:
     """cert-manager installs its CRDs with the release (the chart's `crds.enabled`, false by default; `crds.keep`,
-    true by default, keeps them when the release goes: cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/
+    true by default, keeps them when the release goes: cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/
     values.yaml). That file is not among the locked upstream files, so tests/test_platform.py does not check it. Its
     controller, webhook, cainjector and startup check go to the system nodes when the stack names them."""
     v = {"crds": {"enabled": True}}

@@ -7,7 +7,7 @@ whole reference under the mirror, `nvcr.io/nvidia/gpu-operator:v26.7.0` ->
 holding every chart fastpath installs) or one OCI path (`oci://mirror/charts`, `<path>/<chart>`).
 
 Which keys set which images, per chart at its pinned version, was read at the tags (docs/research/airgap-images-*.md
-holds the reading): each chart has its own, and none but Volcano has one registry key for all its images.
+holds the reading): each chart has its own; Volcano and cert-manager have one registry key for all their images.
 """
 
 from __future__ import annotations
@@ -146,21 +146,18 @@ KEYS: dict[str, tuple[Key, ...]] = {
         ),
         Key("jobset.image.repository", versions.JOBSET_IMAGE_REPOSITORY),
     ),
-    # cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/values.yaml: each component's repository holds
-    # its registry (setting image.registry alone would double it).
-    versions.CERT_MANAGER_CHART: tuple(
+    # cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/values.yaml: every component's image is
+    # `<imageRegistry>/<imageNamespace>/cert-manager-<name>` while its own `repository` stays empty (the default).
+    versions.CERT_MANAGER_CHART: (
         Key(
-            f"{prefix}image.repository",
-            f"quay.io/jetstack/cert-manager-{name}",
-            pulls=(f"quay.io/jetstack/cert-manager-{name}:v1.19.6",),
-        )
-        for prefix, name in (
-            ("", "controller"),
-            ("webhook.", "webhook"),
-            ("cainjector.", "cainjector"),
-            ("startupapicheck.", "startupapicheck"),
-            ("acmesolver.", "acmesolver"),
-        )
+            "imageRegistry",
+            "quay.io",
+            "registry",
+            pulls=tuple(
+                f"quay.io/jetstack/cert-manager-{name}:{versions.CERT_MANAGER_VERSION}"
+                for name in ("controller", "webhook", "cainjector", "startupapicheck", "acmesolver")
+            ),
+        ),
     ),
     # kubernetes-csi/csi-driver-nfs@v4.13.4:charts/v4.13.4/csi-driver-nfs/values.yaml: image.baseRepo prefixes
     # the sidecars' `/sig-storage/...`; the plugin's repository is absolute.

@@ -81,7 +81,7 @@ SLOTS: dict[str, tuple[Slot, ...]] = {
         Slot("mongodb-store.mongodb.nodeSelector", ("mongodb-store.mongodb.tolerations",)),
         Slot("mongodb-store.job.nodeSelector", ("mongodb-store.job.tolerations",)),
     ),
-    # cert-manager/cert-manager@v1.19.6:deploy/charts/cert-manager/values.yaml: global.nodeSelector reaches the
+    # cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/values.yaml: global.nodeSelector reaches the
     # controller, webhook, cainjector and startupapicheck pods; each has its own tolerations list.
     versions.CERT_MANAGER_CHART: (
         Slot(
