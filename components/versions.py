@@ -147,12 +147,13 @@ NVSENTINEL_CHART = "oci://ghcr.io/nvidia/nvsentinel"
 NVSENTINEL_VERSION = "v1.19.0"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
 CERT_MANAGER_CHART = "cert-manager"
-# v1.21.1, the newest release: 1.19 reached its end of life (2026-07-08). Its supported Kubernetes are 1.33-1.36
-# (1.19's: 1.31-1.35); the chart still installs from 1.22. The values fastpath sets mean the same at both tags, and
+# NVSentinel asks for v1.19.0 or later. v1.21.1 is the newest release (1.19 reached its end of life on
+# 2026-07-08); it supports Kubernetes 1.33-1.36 (1.19: 1.31-1.35), though its chart installs from 1.22, so a stack
+# that states an older kubernetesVersion is refused (config). The values fastpath sets mean the same at both tags, and
 # images are named from `imageRegistry`/`imageNamespace` now (cert-manager/cert-manager@v1.21.1:
-# deploy/charts/cert-manager/values.yaml). Upstream advises one minor at a time: a cluster on 1.19 may go through
-# v1.20.3 first (`versions` cannot pin it: it is not a chart fastpath overrides).
+# deploy/charts/cert-manager/values.yaml). Upstream upgrades one minor at a time: the impact of the jump says so.
 CERT_MANAGER_VERSION = "v1.21.1"
+CERT_MANAGER_MIN_KUBERNETES_MINOR = 33
 
 # The platform's own small programs (the reaper, the nccl-metrics sidecar) need a Python 3.10+ interpreter and
 # nothing else.

@@ -4,9 +4,10 @@ import pytest
 import yaml
 
 from components import versions
+from components.model import stack
 from components.platform import gpu_operator
-from tests.helpers import DEDICATED, GPU_TAINT, cfg
-from tools import upstream
+from tests.helpers import DEDICATED, GPU_TAINT, cfg, stack_raw
+from tools import render, upstream
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
 QUARANTINED = {"key": "fastpath.dev/quarantined", "operator": "Exists", "effect": "NoSchedule"}
@@ -76,11 +77,25 @@ def test_gpu_operator_values(changes, expected):
     assert gpu_operator.values(cfg("prod-ib", **{"health__enabled": False, **changes})) == expected
 
 
-def test_the_default_driver_runs_the_job_images_cuda():
+def test_every_stacks_driver_runs_the_job_images_cuda():
     """The job image (versions.JOB_IMAGE, NGC PyTorch 25.10) is built on CUDA 13.0.2, which NVIDIA pairs with driver
-    580.95.05 (Triton's compatibility table, the nv25.10 torch build); the driver the GPU Operator installs by default
-    (NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml driver.version) must be at least that, or every
-    job fails at CUDA init."""
-    assert versions.JOB_IMAGE == "nvcr.io/nvidia/pytorch:25.10-py3"  # the release the driver floor is read for
-    driver = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["driver"]["version"]
-    assert tuple(map(int, driver.split("."))) >= (580, 95, 5), driver
+    580.95.05 (Triton's compatibility table, the nv25.10 torch build): CUDA 13 runs on the R580 branch and later. The
+    driver each committed stack's nodes run must be of that branch or later, or its jobs fail at CUDA init: the
+    precompiled branch it names, the driver it states its hosts run, or the GPU Operator's default
+    (NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml driver.version)."""
+    assert versions.JOB_IMAGE == "nvcr.io/nvidia/pytorch:25.10-py3"  # the release the floor was read for
+    default = yaml.safe_load(upstream.path("values/gpu-operator.values.yaml").read_text())["driver"]["version"]
+    judged = 0
+    for name in render.stack_names():
+        gpu = stack.parse(stack_raw(name), f"stacks/Pulumi.{name}.yaml").platform.gpu
+        if gpu.precompiled_driver is not None:
+            driver = gpu.precompiled_driver.branch
+        elif gpu.nvlink_domain is not None:
+            driver = gpu.nvlink_domain.driver_version
+        elif gpu.driver_preinstalled:
+            continue  # the hosts' own, which the stack does not state
+        else:
+            driver = default
+        assert int(driver.split(".")[0]) >= 580, (name, driver)
+        judged += 1
+    assert judged >= 3  # dev, prod-roce, prod-gb200; the others run the hosts' driver

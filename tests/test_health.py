@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from components.jobs.runtime_v2.controller import effective_jobset
+from components.model import config, stack
 from components.model.config import PlatformConfig
 from components.platform import health
 from policies.podspecs import extract
@@ -227,3 +228,27 @@ def test_the_datastore_takes_the_stacks_storage_class():
     assert "mongodb-store" not in health.values(PlatformConfig.model_validate(base))
     named = PlatformConfig.model_validate({**base, "health": {"enabled": True, "storageClass": "fast-rwo"}})
     assert health.values(named)["mongodb-store"] == {"mongodb": {"persistence": {"storageClass": "fast-rwo"}}}
+
+
+@pytest.mark.parametrize(
+    ("health", "kubernetes", "refused"),
+    [
+        ({"enabled": True}, "1.32", True),
+        ({"enabled": True}, "1.33", False),
+        ({"enabled": True}, None, False),  # not stated: not judged
+        ({"enabled": True, "installCertManager": False}, "1.31", False),  # the cluster's own cert-manager
+        ({"enabled": False}, "1.30", False),
+    ],
+)
+def test_cert_manager_is_not_installed_on_a_kubernetes_it_does_not_support(health, kubernetes, refused):
+    """cert-manager v1.21.1 supports Kubernetes 1.33-1.36: a stack that says its cluster is older is refused, naming
+    the key and the way out, before anything is registered."""
+    p = stack_platform("prod-ib")
+    p["health"] = {**p.get("health", {}), **health}
+    if kubernetes:
+        p["kubernetesVersion"] = kubernetes
+    if refused:
+        with pytest.raises(config.ConfigError, match=r"health.installCertManager installs cert-manager v1.21.1, which supports Kubernetes 1.33 and later \(kubernetesVersion is 1.32\)"):
+            stack.parse({"platform": p}, "stacks/Pulumi.prod-ib.yaml")
+    else:
+        stack.parse({"platform": p}, "stacks/Pulumi.prod-ib.yaml")

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from components.impact import ack, preview
-from components.impact.model import CLASSES, UPSTREAM, impact
+from components.impact.model import CLASSES, UPSTREAM, _minors_skipped, impact
 from components.impact.state import canonical, snapshot
 from components.model import stack
 from tests.conftest import ROOT
@@ -341,6 +341,8 @@ CODE_CHANGES = [
     ("volcano-conf", ("volcanoConf",), "0" * 16, "scheduler.conf", "disruptive", "volcano-conf"),
     ("doca-driver", ("ofedDriver", "template"), "0" * 16, "network.doca-driver", "disruptive", "doca-driver"),
     ("pod-security", ("namespaceSecurity", "training"), "baseline", "namespaces.security", "rolling", "pod-security"),
+    # A cert-manager jump over a minor (v1.21.1 -> v1.23.0): still in place, with upstream's one-minor rule told.
+    ("cert-manager-skip", ("charts", "cert-manager", "version"), "v1.23.0", "charts.cert-manager", "rolling", "cert-manager-minors"),
 ]
 
 
@@ -610,3 +612,10 @@ def test_a_state_without_the_driver_pods_is_judged_by_the_operators_values():
     got = {c.id: c.cls for c in impact(old, state_of(edited("prod-roce", {"health": {"enabled": True}}))).changes}
     assert got["gpu.driver"] == "disruptive"
     assert "gpu.driver" not in {c.id for c in impact(old, state_of(base)).changes}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "skipped"), [("v1.19.6", "v1.21.1", 1), ("v1.19.6", "v1.20.3", 0), ("v1.21.1", "v1.21.2", 0), ("v1.21.1", "v1.24.0", 2), ("v1.21.1", "v2.0.0", 0), ("v1.21.1", "main", 0)]
+)
+def test_minors_an_upgrade_jumps_over(old, new, skipped):
+    assert _minors_skipped(old, new) == skipped

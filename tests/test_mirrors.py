@@ -234,7 +234,7 @@ def test_cert_manager_pulls_what_the_inventory_lists_and_from_the_mirror_when_it
     assert pkg["version"] == versions.CERT_MANAGER_VERSION == "v1.21.1"  # the tag the rule above was read at
     values = pkg["values"]
     registry = values.get("imageRegistry", "quay.io")
-    inventory = rendered(stack).files["images.txt"]
+    inventory = rendered(stack).files["images.txt"].splitlines()
     for path, name in CERT_MANAGER_IMAGES.items():
         node = values
         for part in path.split("."):

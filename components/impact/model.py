@@ -64,6 +64,11 @@ UPSTREAM = {
         "vendor/github.com/NVIDIA/k8s-operator-libs/pkg/upgrade/upgrade_state.go ApplyState)"
     ),
     "helm-upgrade": "helm/helm@v3.18.0:pkg/action/upgrade.go (a changed release's pod templates roll)",
+    # Upstream upgrades cert-manager one minor at a time (cert-manager.io/docs/installation/upgrade); the v1.19.6 ->
+    # v1.21.1 jump was compared for fastpath's values and the CRDs (docs/research/airgap-images-other-charts.md).
+    "cert-manager-minors": (
+        "cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/values.yaml and deploy/crds (against v1.19.6)"
+    ),
     # fsnotify on the conf directory: loadSchedulerConf on write, no restart.
     "volcano-conf": "volcano-sh/volcano@v1.15.1:pkg/scheduler/scheduler.go (watchSchedulerConf)",
     # A starving job of a queue under its (new) deserved share takes whole gangs of reclaimable queues.
@@ -392,6 +397,21 @@ def _attachments(c: Ctx) -> Iterator[Change]:
         )
 
 
+# Charts whose upstream upgrades one minor release at a time, and the rule that says what a jump over one does.
+ONE_MINOR_AT_A_TIME = {"cert-manager": "cert-manager-minors"}
+
+
+def _minors_skipped(old: str, new: str) -> int:
+    """Minor releases between two `vX.Y.Z` versions of one major that an upgrade jumps over (0 when not known)."""
+    try:
+        (o_major, o_minor), (n_major, n_minor) = (
+            tuple(int(x) for x in v.lstrip("v").split(".")[:2]) for v in (old, new)
+        )
+    except ValueError:
+        return 0
+    return max(0, n_minor - o_minor - 1) if o_major == n_major else 0
+
+
 def _charts(c: Ctx) -> Iterator[Change]:
     added, removed, changed = _diff(c.old.get("charts"), c.new.get("charts"))
     old, new = c.old.get("charts") or {}, c.new.get("charts") or {}
@@ -417,14 +437,20 @@ def _charts(c: Ctx) -> Iterator[Change]:
                 keys=c.keys("versions.gpuOperator"),
             )
             continue
+        skipped = _minors_skipped(o["version"], n["version"]) if name in ONE_MINOR_AT_A_TIME else 0
         yield Change(
             id=f"charts.{name}",
             cls="rolling",
             what=f"{name} {bump}",
-            consequence=(
-                f"{name}'s operators and DaemonSets restart with the new release; running training keeps its pods"
+            consequence=f"{name}'s pods restart with the new release; running training keeps its pods"
+            + (
+                f"; this skips {skipped} minor release{'s' if skipped > 1 else ''}, where upstream upgrades one minor "
+                "at a time: fastpath's values and the CRDs were compared across the jump (the CRDs only gain fields), "
+                f"but to follow upstream, `helm upgrade` {name} to the newest patch of each minor in between first"
+                if skipped
+                else ""
             ),
-            upstream=(UPSTREAM["helm-upgrade"],),
+            upstream=(UPSTREAM["helm-upgrade"], *((UPSTREAM[ONE_MINOR_AT_A_TIME[name]],) if skipped else ())),
             keys=c.keys(
                 "versions.", "components.", "monitoring.", "gpu.", "checkpoints.", "mirrors.", "nodes.system", "health."
             ),

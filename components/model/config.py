@@ -652,7 +652,8 @@ class MonitoringConfig(Model):
     kube-prometheus-stack Prometheus selects `release: <its release>` unless configured otherwise). Default none."""
     nccl_inspector_image: str | None = None
     """An image holding NCCL's Inspector profiler plugin at /nccl-inspector/libnccl-profiler-inspector.so, built
-    from NVIDIA/nccl plugins/profiler/inspector at 2.29.3 or later (its Prometheus output), for the training images'
+    from NVIDIA/nccl at 2.29.3 or later (its Prometheus output; ext-profiler/inspector, from 2.29.7
+    plugins/profiler/inspector), for the training images'
     CPU architecture and glibc. It loads only into NCCL 2.28.3 or later (it exports profiler interface v5): an older
     NCCL in a training image trains on without it, so the acceptance checks that every rank loaded it. Set: every
     training pod loads it and exports per-collective bus bandwidth, a PodMonitor scrapes it, and rules show a slow
@@ -1105,6 +1106,7 @@ class PlatformConfig(Model):
             )
         self._nvlink_domain()
         self._dra()
+        self._cert_manager()
         self._kueue()
         self._mirrored()
         return self
@@ -1175,6 +1177,19 @@ class PlatformConfig(Model):
                 "acceptance.enabled on Kueue with jobApi 'v1': the acceptance is a Training Operator MPIJob, which "
                 "Kueue v0.19.2 does not admit (its kubeflow.org/mpijob integration is mpi-operator's v2beta1); serve "
                 "Trainer v2 (jobApi 'both' or 'v2', the acceptance then runs as a TrainJob) or turn acceptance off"
+            )
+
+    def _cert_manager(self) -> None:
+        """The cert-manager fastpath installs supports Kubernetes from CERT_MANAGER_MIN_KUBERNETES on: a cluster
+        that says it is older gets a refusal, not an unsupported install (a cluster that does not say is not judged)."""
+        if not (self.health.enabled and self.health.install_cert_manager) or not self.kubernetes_version:
+            return
+        if self.kubernetes_minor < versions.CERT_MANAGER_MIN_KUBERNETES_MINOR:
+            raise ValueError(
+                f"health.installCertManager installs cert-manager {versions.CERT_MANAGER_VERSION}, which supports "
+                f"Kubernetes 1.{versions.CERT_MANAGER_MIN_KUBERNETES_MINOR} and later (kubernetesVersion is "
+                f"{self.kubernetes_version}): install a cert-manager the cluster supports (NVSentinel needs v1.19.0 or "
+                "later) and set health.installCertManager false, or upgrade the cluster"
             )
 
     @property

@@ -210,7 +210,8 @@ def _judge_profiler(
     if r.profiler is None:
         absent.append(
             "profiler plugin: not in this log (no 'PROFILER/Plugin' line, which every process prints at init under "
-            "NCCL_DEBUG=INFO with INIT in NCCL_DEBUG_SUBSYS); --profiler cannot be checked"
+            "NCCL_DEBUG=INFO with INIT in NCCL_DEBUG_SUBSYS, unless NCCL_PROFILER_PLUGIN is none: NCCL 2.28 and "
+            "later then print nothing); --profiler cannot be checked"
         )
         return
     if not r.profiler.startswith(INSPECTOR):
