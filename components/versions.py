@@ -82,8 +82,9 @@ DOCA_DRIVER_VERSION = "doca3.4.1-26.04-1.1.0.0-1"
 #   that every rank loaded it (tools.ncclcheck --profiler), and ncclcheck warns on a training log where one did not;
 # - NCCL_IB_HCA's rail and plane fields need 2.30.7: fastpath writes device names only (components/fabric/nccl.py);
 # - Open MPI 5 reads PRTE's names, not ORTE's: the v2 MPI runtime sets both (runtime_v2/build.py), whichever it has.
-# Not bumped: no newer PyTorch release's notes are readable here either, and a tag whose NCCL cannot be read would
-# only move the unknown.
+# Not bumped to 26.03, which by CUDA DL 26.03's notes would likely carry NCCL 2.29.7 (the Inspector would load): its
+# own notes are not readable here, so its NCCL would be an inference too, and moving the default replaces every v2
+# runtime and the acceptance on every cluster; the acceptance's --profiler answers the question on the cluster.
 JOB_IMAGE = "nvcr.io/nvidia/pytorch:25.10-py3"
 # Fabric acceptance: NGC's PyTorch containers ship nccl-tests built with MPI (all_reduce_perf_mpi in
 # /usr/local/bin, from cuda-dl-base), so the acceptance job runs the image the training jobs use.
