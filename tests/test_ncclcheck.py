@@ -886,6 +886,8 @@ PROFILER_LINES = [
         "warn",
         "the profiler plugin failed to start",
     ),
+    # Loaded with NCCL_INSPECTOR_ENABLE unset (or `true`: read as an integer): each process says so, bare.
+    ("disabled", "2.30.7", [*LOADED_V5, "NCCL Inspector Plugin DISABLED (NCCL_INSPECTOR_ENABLE=0)"], frozenset(), "Inspector (v5)", "fail", "warn", "NCCL_INSPECTOR_ENABLE must be 1"),
     # No plugin line at all (INIT not logged): not judged, where it was asked for.
     ("no-lines", "2.30.7", [], frozenset(), None, "incomplete", "pass", "profiler plugin: not in this log"),
 ]
@@ -899,7 +901,7 @@ def profiler_log(version: str, process_lines: list[str], ranks: frozenset[int]) 
         out.append(line)
         head = line.split("NCCL INFO ")[0]
         if "NCCL INFO Using network IB" in line:
-            out += [f"{head}{'' if text.startswith('NCCL WARN') else 'NCCL INFO '}{text}" for text in process_lines]
+            out += [text if text.startswith("NCCL Inspector") else f"{head}{'' if text.startswith('NCCL WARN') else 'NCCL INFO '}{text}" for text in process_lines]
         if (m := re.search(r"rank (\d+) nranks (\d+) .* - Init START", line)) and int(m.group(1)) in ranks:
             out.append(f"{head}NCCL INFO PROFILER/Plugin: init commName:  commHash: 9024011226335993617 nranks: {m.group(2)} rank: {m.group(1)}")
     return "\n".join(out) + "\n"

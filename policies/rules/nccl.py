@@ -72,3 +72,57 @@ def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
                     "nothing more unless NCCL was built with TRACE=1): use INFO with NCCL_DEBUG_SUBSYS, "
                     "or label the workload as debugging"
                 )
+
+
+# What NCCL_PROFILER_PLUGIN names when it loads NCCL's Inspector: its file as built (NVIDIA/nccl@v2.30.7-1:
+# plugins/profiler/inspector/Makefile), by path or alone, or the short name NCCL expands to it (src/plugin/
+# plugin_open.cc: a name that is no path nor library becomes libnccl-profiler-<name>.so).
+INSPECTOR_LIBRARY = "libnccl-profiler-inspector.so"
+
+
+def _names_inspector(plugin: str) -> bool:
+    return plugin.rsplit("/", 1)[-1] == INSPECTOR_LIBRARY or plugin == "inspector"
+
+
+def _atoi(text: str) -> int:
+    """C's atoi, as the Inspector reads NCCL_INSPECTOR_ENABLE: leading blanks, a sign, digits; anything else is 0."""
+    text = text.lstrip()
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    n = len(digits) - len(digits.lstrip("0123456789"))
+    return sign * int(digits[:n]) if n else 0
+
+
+@rule(
+    "nccl-inspector-enabled",
+    "A pod that loads NCCL's Inspector turns it on",
+    level=MANDATORY,
+    description="NCCL's Inspector profiler plugin is off unless NCCL_INSPECTOR_ENABLE is a non-zero integer "
+    "(NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector.cc inspectorGlobalInit reads it with atoi, default "
+    "0): loaded without it, or with `true`, it exports no metrics and NCCL reports no error. An explicit 0 is "
+    "advisory (turned off on purpose).",
+    remediation="set NCCL_INSPECTOR_ENABLE=1 beside NCCL_PROFILER_PLUGIN, or drop the plugin",
+    mixed=True,
+    trainer_alone=True,
+)
+def nccl_inspector_enabled(ctx: Context) -> Iterator[Finding]:
+    for t in ctx.templates:
+        for c in containers(t):
+            env, literal = rank_env(ctx, t, c), rank_literals(ctx, t, c)
+            plugin = literal.get("NCCL_PROFILER_PLUGIN")
+            if plugin is None or not _names_inspector(plugin.strip()):
+                continue
+            if "NCCL_INSPECTOR_ENABLE" in env and "NCCL_INSPECTOR_ENABLE" not in literal:
+                continue  # from a ConfigMap or Secret: not judged here
+            enable = literal.get("NCCL_INSPECTOR_ENABLE")
+            if enable is None:
+                yield Finding(
+                    f"{where(t, c)}: NCCL_PROFILER_PLUGIN loads the Inspector but NCCL_INSPECTOR_ENABLE is not set: "
+                    "it is off by default and exports nothing; set it to 1"
+                )
+            elif _atoi(enable) == 0:
+                explicit_zero = enable.strip().lstrip("+-").strip("0") == "" and enable.strip() != ""
+                yield Finding(
+                    f"{where(t, c)}: NCCL_INSPECTOR_ENABLE={enable} leaves the Inspector that NCCL_PROFILER_PLUGIN "
+                    "loads off (it reads an integer: only a non-zero one turns it on); set it to 1",
+                    level=ADVISORY if explicit_zero else MANDATORY,
+                )

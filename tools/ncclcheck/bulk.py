@@ -441,7 +441,7 @@ class Shape:
         line = strip_prefix(text)
         if line[:1].isdigit():  # a results row: what it gives depends on the table header before it
             return slow
-        if "PROFILER" in line or "rofiler" in line:  # the interface version a plugin line names decides what it says
+        if "PROFILER" in line or "rofiler" in line or "Inspector Plugin" in line:  # its numbers decide (v1 or v4)
             return slow
         probe = Parser()
         unset = probe.r.socket_interfaces  # compared by identity: a line may set it to an empty list

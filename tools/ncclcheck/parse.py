@@ -258,6 +258,9 @@ PROFILER_INIT_FAILED = re.compile(r"Profiler init failed with error.{0,80}")
 # returns success with no such line and its reason under NCCL_DEBUG_SUBSYS PROFILE only: loaded, but inert.
 INSPECTOR_COMM = re.compile(r"PROFILER/Plugin: init commName: .{0,300}? nranks: (\d{1,9}) rank: (\d{1,9})")
 INSPECTOR = "Inspector"  # its name (ncclProfiler_v5.name)
+# ... and what every process's Inspector prints, bare (NCCL's VERSION level), when NCCL_INSPECTOR_ENABLE is not a
+# non-zero integer (atoi: `true` is 0): it is off by default (v2.28.3-1 to v2.30.7-1 inspector.cc inspectorGlobalInit).
+INSPECTOR_DISABLED = re.compile(r"NCCL Inspector Plugin DISABLED \(NCCL_INSPECTOR_ENABLE=(.{0,40}?)\)")
 # The Inspector as built from NVIDIA/nccl (ext-profiler/inspector from v2.28.3-1, plugins/profiler/inspector from
 # v2.29.7-1; its Prometheus output from v2.29.3-1) exports ncclProfiler_v5 only, which NCCL loads from 2.28.3
 # (src/plugin/profiler/profiler_v5.cc is new there; v2.27.7-1 looks up v4..v1).
@@ -272,6 +275,10 @@ PROFILER_UNKNOWN_INTERFACE = "NCCL found no profiler interface it knows in the p
 PROFILER_START_FAILED = (
     "the profiler plugin failed to start (its init returned an error) and NCCL went on without it: the plugin's "
     "reason is logged under NCCL_DEBUG_SUBSYS PROFILE"
+)
+PROFILER_DISABLED = (
+    "the Inspector loaded disabled: NCCL_INSPECTOR_ENABLE must be 1 (it reads the value as an integer, so `true` "
+    "is 0); it exports nothing"
 )
 PROFILER_NOT_LOADED = (
     "NCCL could not load the profiler plugin (the dynamic loader's error is quoted): a plugin built against a newer "
@@ -513,7 +520,7 @@ class Parser:
                 r.nranks = max(r.nranks or 0, int(m.group(1)))
         if "MNNVL" in line:
             self._mnnvl(line)
-        if "PROFILER" in line or "rofiler" in line:
+        if "PROFILER" in line or "rofiler" in line or "Inspector Plugin" in line:
             self._profiler(line)
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
@@ -536,6 +543,8 @@ class Parser:
                 self.inspector_nranks, self.inspector_ranks = nranks, set()
             if nranks == self.inspector_nranks and len(self.inspector_ranks) < MAX_RANKS:
                 self.inspector_ranks.add(rank)
+        elif (m := INSPECTOR_DISABLED.search(line)) is not None:
+            self._record(r.profiler_failures, PROFILER_DISABLED, line, m.start())
         elif (m := PROFILER_LOADED.search(line)) is not None:
             r.profiler = r.profiler or m.group(1).rstrip(".")
         elif (m := PROFILER_NOT_FOUND.search(line)) is not None:
