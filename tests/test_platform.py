@@ -314,3 +314,11 @@ def test_nfs_over_rdma_waits_for_the_operators_doca_driver():
     run = render.run_program("prod-ib", extra_config={"fastpath:platform": p})
     (pkg,) = [x for x in render.packages(run) if x["name"] == "csi-driver-nfs"]
     assert pkg["waitsFor"] == ["NicClusterPolicy/nic-cluster-policy"]
+
+
+def test_the_exported_env_of_an_nvlink_cluster_leaves_mnnvl_to_pods_with_a_channel(rendered):
+    """A pod wired from the exported profile has no IMEX channel: NCCL's automatic MNNVL would find the clique and
+    abort init ("available but not working", NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck), so the env other
+    stacks read says the network, as the cluster-wide runtimes do."""
+    assert rendered("prod-gb200").run.outputs["profile"]["ncclEnv"]["NCCL_MNNVL_ENABLE"] == "0"
+    assert "NCCL_MNNVL_ENABLE" not in rendered("prod-ib").run.outputs["profile"]["ncclEnv"]

@@ -85,15 +85,12 @@ def resolve(spec: JobSpec, profile: Profile, source: str = "TrainingJob") -> Res
     api = api_of(spec, profile)
     # `dra`: a v1 job's pods claim from its own template; a TrainJob's from its namespace's (the runtime names it).
     template = dra.RUNTIME_TEMPLATE if api == "v2" else fabric_template(spec)
-    wiring = fabric.pod_wiring(
-        profile.fabric,
+    wiring = profile.pod_wiring(
         namespace,
         gpus,
-        profile.gpu.per_node,
         debug=spec.debug_nccl,
         claim_template=template,
         imex_template=imex_template(spec) if profile.gpu.clique_nodes else None,
-        nvlink_domain=profile.gpu.clique_nodes is not None,
     )
     env = dict(wiring.env)
     env.update(spec.env_overrides)

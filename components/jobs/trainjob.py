@@ -17,7 +17,6 @@ from typing import Any
 
 from components import k8s, versions
 from components.fabric import dra
-from components.fabric import wiring as fabric
 from components.jobs import topology as job_topology
 from components.jobs.files import FILES_MOUNT, files_configmap_name
 from components.jobs.launch import IMEX_CHECK, MPI_LAUNCH, mpirun_command, torchrun_command
@@ -48,15 +47,7 @@ def node_shape(profile: Profile, framework: str, tier: str | None, imex_template
     gpus, memory, shm, cpus = sizing(JobSpec(name="runtime", image=image, command=["true"], nodes=1), profile)
     # No namespace in the Multus annotation: one cluster-wide runtime serves every training namespace, each with
     # its own network attachments.
-    wiring = fabric.pod_wiring(
-        profile.fabric,
-        None,
-        gpus,
-        profile.gpu.per_node,
-        claim_template=dra.RUNTIME_TEMPLATE,
-        imex_template=imex_template,
-        nvlink_domain=profile.gpu.clique_nodes is not None,
-    )
+    wiring = profile.pod_wiring(None, gpus, claim_template=dra.RUNTIME_TEMPLATE, imex_template=imex_template)
     sched, cp, pf = profile.scheduler, profile.checkpoints, profile.preflight
     return NodeShape(
         wiring=wiring,

@@ -13,7 +13,7 @@ from typing import Any
 
 from components.fabric import kinds
 from components.fabric import wiring as fabric
-from components.fabric.wiring import Rail
+from components.fabric.wiring import PodWiring, Rail
 from components.model.base import JobApi
 from components.model.config import FabricConfig, NodesConfig, PlatformConfig, acceptance_api
 from components.model.job import CHECKPOINT_ROOT
@@ -177,9 +177,25 @@ class Profile:
     def rails(self) -> tuple[Rail, ...]:
         return tuple(fabric.rails(self.fabric))
 
+    def pod_wiring(
+        self, namespace: str | None, gpus: int, *, imex_template: str | None = None, **options: Any
+    ) -> PodWiring:
+        """fabric.pod_wiring for a pod of this cluster with `gpus` GPUs: its nodes' GPU count, and on a multi-node
+        NVLink cluster the MNNVL setting of a pod with (`imex_template`) or without an IMEX channel."""
+        return fabric.pod_wiring(
+            self.fabric,
+            namespace,
+            gpus,
+            self.gpu.per_node,
+            imex_template=imex_template,
+            nvlink_domain=self.gpu.clique_nodes is not None,
+            **options,
+        )
+
     def to_data(self) -> dict[str, Any]:
         """The exported form: camelCase plain data, stable across releases (StackReference consumers read it)."""
-        full_node = fabric.pod_wiring(self.fabric, self.namespaces[0], self.gpu.per_node, self.gpu.per_node)
+        # The env a pod of the whole node gets that no job wired: on a multi-node NVLink cluster, MNNVL off.
+        full_node = self.pod_wiring(self.namespaces[0], self.gpu.per_node)
         s = self.scheduler
         return {
             "cluster": self.cluster,

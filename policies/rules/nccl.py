@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 
 from components.fabric import nccl
+from components.jobs.telemetry import PLUGIN_FILE
 from policies.engine import ADVISORY, MANDATORY, Context, Finding, rule
 from policies.pods import containers, rank_env, rank_literals, where
 
@@ -74,14 +77,11 @@ def nccl_debug_trace(ctx: Context) -> Iterator[Finding]:
                 )
 
 
-# What NCCL_PROFILER_PLUGIN names when it loads NCCL's Inspector: its file as built (NVIDIA/nccl@v2.30.7-1:
-# plugins/profiler/inspector/Makefile), by path or alone, or the short name NCCL expands to it (src/plugin/
-# plugin_open.cc: a name that is no path nor library becomes libnccl-profiler-<name>.so).
-INSPECTOR_LIBRARY = "libnccl-profiler-inspector.so"
-
-
 def _names_inspector(plugin: str) -> bool:
-    return plugin.rsplit("/", 1)[-1] == INSPECTOR_LIBRARY or plugin == "inspector"
+    """What NCCL_PROFILER_PLUGIN names when it loads NCCL's Inspector: its file as built (telemetry.PLUGIN_FILE), by
+    path or alone, or the short name NCCL expands to it (NVIDIA/nccl@v2.30.7-1:src/plugin/plugin_open.cc: a name that
+    is no path nor library becomes libnccl-profiler-<name>.so)."""
+    return posixpath.basename(plugin) == PLUGIN_FILE or f"libnccl-profiler-{plugin}.so" == PLUGIN_FILE
 
 
 def _atoi(text: str) -> int:
@@ -120,7 +120,7 @@ def nccl_inspector_enabled(ctx: Context) -> Iterator[Finding]:
                     "it is off by default and exports nothing; set it to 1"
                 )
             elif _atoi(enable) == 0:
-                explicit_zero = enable.strip().lstrip("+-").strip("0") == "" and enable.strip() != ""
+                explicit_zero = re.fullmatch(r"\s*[+-]?0+\s*", enable) is not None
                 yield Finding(
                     f"{where(t, c)}: NCCL_INSPECTOR_ENABLE={enable} leaves the Inspector that NCCL_PROFILER_PLUGIN "
                     "loads off (it reads an integer: only a non-zero one turns it on); set it to 1",
