@@ -231,6 +231,17 @@ EDITS = [
         "keep the JobSet made from the old runtime",
         ["runtime-snapshot", "job-replace"],
     ),
+    # On NVL72 a TrainJob's own runtime changes too: only that TrainJob names it, and it is not replaced with it.
+    (
+        "trainer-image-nvl72",
+        "prod-gb200",
+        {"trainer.image": "nvcr.io/nvidia/pytorch:25.11-py3"},
+        None,
+        {"trainer.runtimes": "rolling", "trainer.own-runtimes": "rolling"},
+        "rolling",
+        "only when the TrainJob is made again",
+        ["runtime-snapshot", "job-replace"],
+    ),
     (
         "monitoring-off",
         "prod-ib",

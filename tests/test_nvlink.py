@@ -156,6 +156,7 @@ FABRIC_OK = "".join(
 FABRIC_PENDING = FABRIC_OK.replace("State : Completed", "State : In Progress", 1)
 FABRIC_FAILED = FABRIC_OK.replace("Status : Success", "Status : Failure", 1)
 FABRIC_NO_CLUSTER = FABRIC_OK.replace("9b1f0c2e-4a7d-3e55-81c0-d6f2a9e3b147", "00000000-0000-0000-0000-000000000000")
+FABRIC_NA = FABRIC_OK.replace("9b1f0c2e-4a7d-3e55-81c0-d6f2a9e3b147", "N/A")
 
 
 @pytest.mark.parametrize(
@@ -166,6 +167,7 @@ FABRIC_NO_CLUSTER = FABRIC_OK.replace("9b1f0c2e-4a7d-3e55-81c0-d6f2a9e3b147", "0
         (True, FABRIC_PENDING, 3, "state In Progress"),
         (True, FABRIC_FAILED, 3, "status Failure"),
         (True, FABRIC_NO_CLUSTER, 3, "cluster UUID 00000000"),
+        (True, FABRIC_NA, 3, "cluster UUID N/A"),  # not in a fabric: N/A holds a hex digit, A
     ],
 )
 def test_the_pod_checks_its_imex_channel_and_fabric_before_nccl(objs, tmp_path, channel, smi, code, says):

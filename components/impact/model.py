@@ -853,16 +853,33 @@ def _runtimes(c: Ctx) -> Iterator[Change]:
             keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
         )
         return
-    if changed or removed:
+    # A cluster runtime is keyed by its name; a TrainJob's own (namespaced) TrainingRuntime by `<namespace>/<name>`.
+    cluster = [k for k in changed + removed if "/" not in k]
+    own = [k for k in changed + removed if "/" in k]
+    if cluster:
         yield Change(
             id="trainer.runtimes",
             cls="rolling",
-            what=f"ClusterTrainingRuntimes replaced: {_names(changed + removed)}",
+            what=f"ClusterTrainingRuntimes replaced: {_names(cluster)}",
             consequence=(
                 "TrainJobs that run keep the JobSet made from the old runtime; TrainJobs created from now on "
                 "(and the v2 jobs this stack replaces) get the new one"
             ),
             upstream=(UPSTREAM["runtime-snapshot"], UPSTREAM["job-replace"]),
+            keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
+        )
+    if own:
+        # Only the TrainJob it was made for names it, and that TrainJob is not replaced with it (it depends on it).
+        yield Change(
+            id="trainer.own-runtimes",
+            cls="rolling",
+            what=f"TrainJobs' own TrainingRuntimes replaced: {_names(own)}",
+            consequence=(
+                "the TrainJob each was made for keeps the JobSet and runtime snapshot it has, restarts included: the "
+                "change reaches it only when the TrainJob is made again (delete it, or change its own entry so this "
+                "stack replaces it)"
+            ),
+            upstream=(UPSTREAM["runtime-snapshot"],),
             keys=c.keys("trainer.", "fabric.", "gpu.", "nodes."),
         )
 

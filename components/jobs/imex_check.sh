@@ -15,7 +15,8 @@ if ! ls "$DEV"/nvidia-caps-imex-channels/channel* >/dev/null 2>&1; then
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then
   # Each GPU's Fabric section: NCCL leaves MNNVL off without a word, even when required, when a GPU's fabric state
-  # is not Completed or its cluster UUID is zero (NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck), and GFD labels
+  # is not Completed or its cluster UUID is zero (NVIDIA/nccl@v2.30.7-1 src/mnnvl.cc ncclMnnvlCheck; nvidia-smi prints
+  # N/A for a GPU not in a fabric, and no UUID is zero or N/A), and GFD labels
   # no clique unless the status is Success (NVIDIA/k8s-device-plugin@v0.20.0 internal/lm/imex.go, IsFabricAttached).
   # The section ends at the first line indented no deeper than its header.
   bad=$(nvidia-smi -q | awk '
@@ -23,7 +24,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     f { match($0, /^ */); if (RLENGTH <= at) f = 0 }
     f && /^ *State *:/ { sub(/^[^:]*: */, ""); if ($0 != "Completed") print "state " $0 }
     f && /^ *Status *:/ { sub(/^[^:]*: */, ""); if ($0 != "Success") print "status " $0 }
-    f && /^ *ClusterUUID *:/ { sub(/^[^:]*: */, ""); if ($0 !~ /[1-9a-fA-F]/) print "cluster UUID " $0 }
+    f && /^ *ClusterUUID *:/ { sub(/^[^:]*: */, ""); if ($0 !~ /^[0-9a-fA-F-]+$/ || $0 !~ /[1-9a-fA-F]/) print "cluster UUID " $0 }
   ' | sort -u | tr '\n' ';')
   if [ -n "$bad" ]; then
     echo "fastpath: GPU fabric registration is not complete ($bad): multi-node NVLink is not up on this node" >&2

@@ -15,6 +15,7 @@ from functools import lru_cache
 from itertools import accumulate, compress
 from pathlib import Path
 
+from components.jobs.sections import MARKER
 from tools.ncclcheck.parse import (
     BOOTSTRAP_LEADS,
     BOOTSTRAP_USING,
@@ -30,6 +31,7 @@ from tools.ncclcheck.parse import (
     NRANKS,
     Parser,
     Report,
+    profiler_line,
     section_markers,
     strip_prefix,
     transport_name,
@@ -42,6 +44,7 @@ from tools.ncclcheck.parse import (
 CHUNK = 1 << 18
 # Line shapes remembered between blocks (each a line of the log with its numbers zeroed).
 MAX_SHAPES = 1 << 14
+MARKER_BYTES = MARKER.encode()
 
 
 class BlockParser(Parser):
@@ -441,7 +444,7 @@ class Shape:
         line = strip_prefix(text)
         if line[:1].isdigit():  # a results row: what it gives depends on the table header before it
             return slow
-        if "PROFILER" in line or "rofiler" in line or "Inspector Plugin" in line:  # its numbers decide (v1 or v4)
+        if profiler_line(line):
             return slow
         probe = Parser()
         unset = probe.r.socket_interfaces  # compared by identity: a line may set it to an empty list
@@ -459,9 +462,6 @@ class Shape:
             r.peak_busbw_gbps,
             r.mnnvl,
             r.clique_size,
-            r.profiler,
-            r.profiler_failures,
-            r.profiler_unset,
         ) != (
             blank.nccl_version,
             blank.failures,
@@ -474,9 +474,6 @@ class Shape:
             None,
             None,
             None,
-            None,
-            [],
-            False,
         ):
             return slow
         lead = len(text) - len(text.lstrip()) + len(text.strip()) - len(line)  # where `line` starts in `text`
@@ -638,10 +635,10 @@ def parse_files(
 def _around_markers(block: bytes | str) -> Iterator[tuple[bytes | str, str | None]]:
     """A block as runs of lines without a section marker, (lines, None), and the lines holding one, ("", line)."""
     if isinstance(block, str):  # one long line
-        yield ("", block) if "fastpath-acceptance:" in block else (block, None)
+        yield ("", block) if MARKER in block else (block, None)
         return
     pos = 0
-    while (hit := block.find(b"fastpath-acceptance:", pos)) >= 0:
+    while (hit := block.find(MARKER_BYTES, pos)) >= 0:
         start = max(block.rfind(b"\n", pos, hit), block.rfind(b"\r", pos, hit), pos - 1) + 1
         stop = min(i for i in (block.find(b"\n", hit), block.find(b"\r", hit), len(block)) if i >= 0)
         if start > pos:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.fabric.kinds import KINDS, Transport
-from components.jobs.sections import LOCAL, MNNVL, section_markers
+from components.jobs.sections import LOCAL, MARKER, MNNVL, section_markers
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
@@ -265,6 +265,14 @@ INSPECTOR_DISABLED = re.compile(r"NCCL Inspector Plugin DISABLED \(NCCL_INSPECTO
 # v2.29.7-1; its Prometheus output from v2.29.3-1) exports ncclProfiler_v5 only, which NCCL loads from 2.28.3
 # (src/plugin/profiler/profiler_v5.cc is new there; v2.27.7-1 looks up v4..v1).
 PROFILER_V5_NCCL = (2, 28, 3)
+
+
+def profiler_line(line: str) -> bool:
+    """Whether a line may tell of the profiler plugin (`Parser._profiler` reads it; the bulk reader feeds it whole:
+    its numbers, v1 or v4, a rank, decide what it says)."""
+    return "PROFILER" in line or "rofiler" in line or "Inspector Plugin" in line
+
+
 # Why a process ran without the plugin it was given (the judge adds what the NCCL version says to the interface one).
 PROFILER_MISSING = (
     "NCCL could not find the profiler plugin NCCL_PROFILER_PLUGIN names: the init container that copies it from "
@@ -455,7 +463,8 @@ class Parser:
             if found := pattern.search(line):
                 known = True
                 self._record(r.rdma_absent, meaning, line, found.start())
-        if not known and "NCCL WARN" in line and "Profiler init failed" not in line and (m := WARN_TEXT.search(line)):
+        known = known or PROFILER_INIT_FAILED.search(line) is not None  # the plugin's: read by _profiler
+        if not known and "NCCL WARN" in line and (m := WARN_TEXT.search(line)):
             text = m.group(1).strip()
             if len(r.warnings) < MAX_WARNINGS and not any(_same_warning(text, w) for w in r.warnings):
                 r.warnings.append(text)
@@ -520,7 +529,7 @@ class Parser:
                 r.nranks = max(r.nranks or 0, int(m.group(1)))
         if "MNNVL" in line:
             self._mnnvl(line)
-        if "PROFILER" in line or "rofiler" in line or "Inspector Plugin" in line:
+        if profiler_line(line):
             self._profiler(line)
         if "set by environment" in line and (m := ENV_SET.search(line)):
             if m.group(1) in r.env or len(r.env) < MAX_NAMES:
@@ -712,7 +721,7 @@ def parse(
     begin, end = section_markers(section)
     found = inside = False
     for line in lines:
-        if "fastpath-acceptance:" in line:
+        if MARKER in line:
             marker = strip_prefix(line)
             if marker == begin:
                 parser, found, inside = Parser(bootstrap, devices), True, True
