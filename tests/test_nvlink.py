@@ -3,6 +3,8 @@ IMEX channel, the whole job stays in one NVLink clique, NCCL requires MNNVL, and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from components.fabric import dra
@@ -15,6 +17,8 @@ from components.platform import dra as dra_platform
 from tests.conftest import stack_platform
 from tests.helpers import changed
 from tools import lint
+from tools.ncclcheck.judge import judge
+from tools.ncclcheck.parse import parse_text
 
 STACK = "prod-gb200"
 
@@ -335,3 +339,13 @@ def test_a_clique_term_that_selects_no_pod_of_the_job_places_nothing(objs):
     pod = copy.deepcopy(workers(objs)["llama-pretrain"])  # the render is shared by the tests
     pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"] = {"matchLabels": {"fastpath.dev/job": "another"}}
     assert place(pod, {"a00": "cluster.0"}, ["a00"], {}) is None
+
+
+def test_each_nvl72_jobs_contract_names_the_transport_ncclcheck_finds_in_a_healthy_run(rendered):
+    """A job with its IMEX channel requires MNNVL (NCCL_MNNVL_ENABLE=1): its contract's transport is what
+    `tools.ncclcheck --expect` must pass on a healthy run of it (every connection P2P/MNNVL), not the network's."""
+    contracts = rendered("prod-gb200").run.outputs["jobs"]
+    assert contracts and {c["transport"] for c in contracts.values()} == {"mnnvl"}
+    healthy = parse_text((Path(__file__).parent / "ncclcheck" / "expect" / "mnnvl.log").read_text())
+    assert judge(healthy, "mnnvl", None, None, False).verdict == "pass"
+    assert judge(healthy, rendered("prod-gb200").run.outputs["profile"]["transport"], None, None, False).verdict == "fail"

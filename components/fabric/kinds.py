@@ -23,6 +23,10 @@ Transport = Literal["ib", "roce", "efa", "socket"]
 DevicePlugin = Literal["sriov", "rdma-shared", "hostdevice", "dra"]
 
 TRANSPORTS: tuple[str, ...] = get_args(Transport)
+# What NCCL runs on besides a kind's network, as tools.ncclcheck names it: one node (P2P and SHM only), and a
+# multi-node run inside one NVLink clique (every connection P2P/MNNVL: a pod with its job's IMEX channel).
+LOCAL = "local"
+MNNVL = "mnnvl"
 
 # The EFA device plugin's resource, one per EFA device (which are not rails).
 EFA_RESOURCE = "vpc.amazonaws.com/efa"

@@ -84,11 +84,17 @@ class PodWiring:
         return self.claim is not None and self.claim.paired
 
     @property
-    def transport(self) -> kinds.Transport:
+    def network_transport(self) -> kinds.Transport:
         """The NCCL network transport this wiring should produce, as tools.ncclcheck names it."""
         if self.env.get("NCCL_IB_DISABLE") == "1":
             return "socket"
         return kinds.KINDS[self.kind].transport
+
+    @property
+    def transport(self) -> str:
+        """What NCCL should run on between the pod's nodes: multi-node NVLink with the job's IMEX channel (MNNVL
+        required, components/fabric/wiring.py pod_wiring), else the network."""
+        return kinds.MNNVL if self.imex_template is not None else self.network_transport
 
 
 GPU_RESOURCE = "nvidia.com/gpu"  # the device plugin's count, which a `dra` pod's claim replaces

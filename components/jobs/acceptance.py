@@ -23,10 +23,11 @@ import pulumi
 
 from components import k8s, versions
 from components.fabric import wiring as fabric
+from components.fabric.kinds import LOCAL, MNNVL
 from components.jobs import component, pairwise, trainjob
 from components.jobs.launch import mpirun_command
 from components.jobs.resolve import Resolved, resolve
-from components.jobs.sections import LOCAL, MNNVL, OVER_NVLINK, section, section_markers
+from components.jobs.sections import OVER_NVLINK, section, section_markers
 from components.model.config import AcceptanceConfig, FabricConfig
 from components.model.job import JobSpec
 from components.model.profile import ACCEPTANCE_QUEUE, Profile, QueueProfile
@@ -231,7 +232,8 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
         args = ["python", "-m", "tools.ncclcheck", f"{JOB_NAME}.log", "--section", str(n), "--ranks", str(ranks)]
         expect: str
         if n > 1:
-            expect, floor, warn = r.wiring.transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
+            # Inside an NVLink clique this run goes over the network too (NCCL_MNNVL_ENABLE=0); the MNNVL one follows.
+            expect, floor, warn = r.wiring.network_transport, floor_gbps(acc, fab), warn_gbps(acc, fab)
         else:  # one node: NVLink/SHM only, no network to judge
             expect, floor, warn = LOCAL, nvlink_floor_gbps(acc, profile.gpu.product), None
         args += ["--expect", expect]

@@ -1,14 +1,12 @@
 """The fabric acceptance's log, as both sides spell it: the marker lines around each run, which the launcher's
-series writes (components/jobs/acceptance.py) and `tools.ncclcheck --section` reads, and the transports its checks
-expect beside the fabric kinds' own (components/fabric/kinds.py). Pure: the checker imports it."""
+series writes (components/jobs/acceptance.py) and `tools.ncclcheck --section` reads (the transports its checks
+expect, LOCAL and MNNVL beside the kinds' own, are in components/fabric/kinds.py). Pure: the checker imports it."""
 
 from __future__ import annotations
 
 import re
 
 MARKER = "fastpath-acceptance:"
-LOCAL = "local"  # a one-node run: P2P and SHM only
-MNNVL = "mnnvl"  # a multi-node run inside one NVLink clique, every connection P2P/MNNVL
 OVER_NVLINK = "nvlink"  # the runs of a size over multi-node NVLink, beside its network run
 # `N`, or `N/OVER`: the N-node run over OVER (an NVL72 acceptance runs each size over the network and over NVLink).
 SECTION = re.compile(r"([1-9]\d{0,5})(?:/([a-z]{1,16}))?")

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.fabric.kinds import KINDS, Transport
-from components.jobs.sections import LOCAL, MARKER, MNNVL, section_markers
+from components.fabric.kinds import KINDS, LOCAL, MNNVL, Transport
+from components.jobs.sections import MARKER, section_markers
 
 # Longest line read whole; the rest of a longer line (binary garbage, a minified blob) is skipped, not held.
 MAX_LINE = 1 << 16
