@@ -40,7 +40,8 @@ from components.platform import (
 )
 
 # Bumped when the shape of the state changes: an older state is then compared as "unknown" (no impact claimed).
-SCHEMA = 2
+# 3: the acceptance facet is the digest of what replaces the job (a 2's held its check annotation too).
+SCHEMA = 3
 
 
 def digest(value: Any) -> str:
