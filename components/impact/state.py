@@ -19,7 +19,7 @@ from components.jobs.component import IN_PLACE, in_place_part, manifest
 from components.jobs.contract import drain_outcome
 from components.jobs.operator_v1 import rendezvous
 from components.jobs.resolve import resolve
-from components.jobs.trainjob import own_runtime
+from components.jobs.trainjob import has_own_runtime, own_runtime
 from components.model.config import PlatformConfig
 from components.model.job import JobSpec
 from components.model.profile import profile as make_profile
@@ -240,7 +240,7 @@ def snapshot(p: PlatformConfig, jobs: list[JobSpec]) -> dict[str, Any]:
     if prof.trainer is not None:
         # With the TrainJobs' own runtimes (multi-node NVLink: trainjob.own_runtime), which Kueue reads as it reads
         # the cluster's.
-        own = [r for r in (resolve(spec, prof) for spec in jobs) if r.api == "v2" and r.wiring.imex_template]
+        own = [r for r in (resolve(spec, prof) for spec in jobs) if has_own_runtime(r)]
         runtimes = trainer.runtimes(prof, trainer.publishes_acceptance(p)) + [own_runtime(r) for r in own]
         facets["runtimes"] = _by_name(runtimes)
     facets["operations"] = _operations(p)

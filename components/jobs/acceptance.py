@@ -215,7 +215,7 @@ def plan(acc: AcceptanceConfig, profile: Profile) -> tuple[dict, list[dict]]:
     series = series_script(r, counts, stage[0] if stage else None)
     if r.api == "v2":
         manifest["spec"]["trainer"]["command"] = ["sh", "-c", series]
-        if r.wiring.imex_template is None:  # multi-node NVLink: its own TrainingRuntime (component.prerequisites)
+        if not trainjob.has_own_runtime(r):  # else its own TrainingRuntime (component.prerequisites)
             manifest["spec"]["runtimeRef"]["name"] = trainjob.ACCEPTANCE_RUNTIME
         logs = f"kubectl logs job/{JOB_NAME}-launcher-0"
     else:

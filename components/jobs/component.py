@@ -18,7 +18,7 @@ from components.jobs.files import files_configmap
 from components.jobs.operator_v1 import BUILDERS, rendezvous
 from components.jobs.pod import compute_domain, fabric_claim_template
 from components.jobs.resolve import Resolved, resolve
-from components.jobs.trainjob import own_runtime, train_job
+from components.jobs.trainjob import has_own_runtime, own_runtime, train_job
 from components.model.job import JobSpec
 from components.model.profile import Profile
 from components.platform.trainer import RUNTIME_IMMUTABLE
@@ -73,7 +73,7 @@ def prerequisites(r: Resolved, max_restarts: int | None = None) -> list[tuple[di
     out: list[tuple[dict, list[str]]] = []
     if (domain := compute_domain(r)) is not None:
         out.append((domain, ["spec"]))
-    if r.api == "v2" and r.wiring.imex_template is not None:
+    if has_own_runtime(r):
         out.append((own_runtime(r, max_restarts), RUNTIME_IMMUTABLE))
     if (claim := fabric_claim_template(r)) is not None:
         out.append((claim, ["spec"]))

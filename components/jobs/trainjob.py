@@ -121,9 +121,14 @@ def acceptance_runtime(profile: Profile) -> dict:
     )
 
 
+def has_own_runtime(r: Resolved) -> bool:
+    """A v2 job whose pods claim its ComputeDomain's IMEX channel names a TrainingRuntime of its own (own_runtime)."""
+    return r.api == "v2" and r.wiring.imex_template is not None
+
+
 def runtime_of(r: Resolved) -> str:
     """The runtime a TrainJob names: its own TrainingRuntime on a multi-node NVLink cluster, else the cluster's."""
-    if r.wiring.imex_template is not None:
+    if has_own_runtime(r):
         return own_runtime_name(r)
     return runtime_name(V2_FRAMEWORK[r.spec.framework], r.priority_class)
 
@@ -193,7 +198,7 @@ def train_job(r: Resolved) -> dict:
         resources_per_node=resources,
         queue=queue,
         labels=job_meta(r)["labels"],
-        runtime_kind="TrainingRuntime" if r.wiring.imex_template is not None else "ClusterTrainingRuntime",
+        runtime_kind="TrainingRuntime" if has_own_runtime(r) else "ClusterTrainingRuntime",
     )
     if env := _trainer_env(r):
         job["spec"]["trainer"]["env"] = env
@@ -207,9 +212,9 @@ def train_job(r: Resolved) -> dict:
 
 def job_runtime(r: Resolved) -> dict:
     """The runtime a v2 job's TrainJob names (runtime_of)."""
-    if r.wiring.imex_template is None:
-        return runtime(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class)
-    return own_runtime(r)
+    if has_own_runtime(r):
+        return own_runtime(r)
+    return runtime(r.profile, V2_FRAMEWORK[r.spec.framework], r.priority_class)
 
 
 def own_runtime(r: Resolved, max_restarts: int | None = None) -> dict:
