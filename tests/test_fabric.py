@@ -254,3 +254,18 @@ def test_vendored_nccl_catalogue_matches_upstream():
     """The catalogue fastpath reads is the one upstream.lock.yaml pins by sha256 (path() checks it); `make upstream`
     holds a mirror's copy to the same sha256."""
     assert upstream.path("nccl_env.json") == nccl.DATA_FILE.resolve()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "refused"),
+    [
+        ("NCCL_INSPECTOR_ENABLE", "true", True),
+        ("NCCL_INSPECTOR_PROM_DUMP", "yes", True),
+        ("NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS", "30000000", False),
+        ("NCCL_INSPECTOR_DUMP_DIR", "/nccl-inspector/metrics", False),
+    ],
+)
+def test_the_inspectors_variables_are_integers_but_its_directory(name, value, refused):
+    """NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector.cc reads them with atoi or strtoll: `true` is 0,
+    an Inspector silently off."""
+    assert (nccl.value_problem(name, value) is not None) is refused

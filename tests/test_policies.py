@@ -355,14 +355,25 @@ def test_skipping_rules_by_kind_and_by_absent_pods_changes_no_verdict():
 
 
 @pytest.mark.parametrize(
-    ("enable", "level"),
-    [(None, "mandatory"), ("true", "mandatory"), ("on", "mandatory"), ("0", "advisory"), ("00", "advisory"), ("1", None), (" 7", None), ("-1", None), ("1abc", None)],
+    ("enable", "findings"),
+    [
+        (None, {("nccl-inspector-enabled", "mandatory")}),
+        ("0", {("nccl-inspector-enabled", "advisory")}),
+        ("00", {("nccl-inspector-enabled", "advisory")}),
+        ("1", set()),
+        (" 7", set()),
+        ("-1", set()),
+        # atoi reads these as 0 (or stops at the letters): not integers, nccl-int-values' to refuse.
+        ("true", {("nccl-int-values", "mandatory")}),
+        ("on", {("nccl-int-values", "mandatory")}),
+        ("1abc", {("nccl-int-values", "mandatory")}),
+    ],
 )
-def test_the_inspector_is_on_only_with_a_non_zero_integer(enable, level):
+def test_the_inspector_is_on_only_with_a_non_zero_integer(enable, findings):
     """The Inspector reads NCCL_INSPECTOR_ENABLE with atoi (NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/
-    inspector.cc inspectorGlobalInit): unset or a word is off (a mistake), an explicit 0 is off on purpose."""
+    inspector.cc inspectorGlobalInit): unset is off (a mistake), a word is no integer, an explicit 0 is off on
+    purpose."""
     obj = next(obj for _, obj in lint.load([FIXTURES / "nccl-inspector-enabled" / "pass" / "enabled.yaml"]))
     env = obj["spec"]["containers"][0]["env"]
     env[:] = [e for e in env if e["name"] != "NCCL_INSPECTOR_ENABLE"] + ([{"name": "NCCL_INSPECTOR_ENABLE", "value": enable}] if enable is not None else [])
-    found = [v for v in lint.lint([obj]) if v.rule == "nccl-inspector-enabled"]
-    assert [v.level for v in found] == ([level] if level else [])
+    assert {(v.rule, v.level) for v in lint.lint([obj])} == findings

@@ -87,8 +87,17 @@ def classify(name: str) -> Verdict:
     return Verdict(name, "unknown", hint + (f"; did you mean {near[0]}?" if near else ""))
 
 
+# NCCL's Inspector plugin reads its variables as integers but its dump directory (NVIDIA/nccl@v2.30.7-1:
+# plugins/profiler/inspector/inspector.cc, inspector_event_pool.cc: atoi, strtoll, strtoull); the catalogue, compiled
+# for libnccl, lists them untyped.
+INSPECTOR_PREFIX = "NCCL_INSPECTOR_"
+INSPECTOR_TEXT = frozenset({"NCCL_INSPECTOR_DUMP_DIR"})
+
+
 def is_integer_typed(name: str) -> bool:
     entry = catalogue()["variables"].get(name)
+    if entry and name.startswith(INSPECTOR_PREFIX):
+        return name not in INSPECTOR_TEXT
     return bool(entry) and entry.get("type", "").split(" ")[0] in _INT_TYPES
 
 

@@ -84,22 +84,14 @@ def _names_inspector(plugin: str) -> bool:
     return posixpath.basename(plugin) == PLUGIN_FILE or f"libnccl-profiler-{plugin}.so" == PLUGIN_FILE
 
 
-def _atoi(text: str) -> int:
-    """C's atoi, as the Inspector reads NCCL_INSPECTOR_ENABLE: leading blanks, a sign, digits; anything else is 0."""
-    text = text.lstrip()
-    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
-    n = len(digits) - len(digits.lstrip("0123456789"))
-    return sign * int(digits[:n]) if n else 0
-
-
 @rule(
     "nccl-inspector-enabled",
     "A pod that loads NCCL's Inspector turns it on",
     level=MANDATORY,
     description="NCCL's Inspector profiler plugin is off unless NCCL_INSPECTOR_ENABLE is a non-zero integer "
     "(NVIDIA/nccl@v2.30.7-1:plugins/profiler/inspector/inspector.cc inspectorGlobalInit reads it with atoi, default "
-    "0): loaded without it, or with `true`, it exports no metrics and NCCL reports no error. An explicit 0 is "
-    "advisory (turned off on purpose).",
+    "0): loaded without it it exports no metrics and NCCL reports no error. An explicit 0 is advisory (turned off on "
+    "purpose); a value that is no integer (`true`) is nccl-int-values'.",
     remediation="set NCCL_INSPECTOR_ENABLE=1 beside NCCL_PROFILER_PLUGIN, or drop the plugin",
     mixed=True,
     trainer_alone=True,
@@ -111,18 +103,14 @@ def nccl_inspector_enabled(ctx: Context) -> Iterator[Finding]:
             plugin = literal.get("NCCL_PROFILER_PLUGIN")
             if plugin is None or not _names_inspector(plugin.strip()):
                 continue
-            if "NCCL_INSPECTOR_ENABLE" in env and "NCCL_INSPECTOR_ENABLE" not in literal:
-                continue  # from a ConfigMap or Secret: not judged here
-            enable = literal.get("NCCL_INSPECTOR_ENABLE")
-            if enable is None:
+            if "NCCL_INSPECTOR_ENABLE" not in env:
                 yield Finding(
                     f"{where(t, c)}: NCCL_PROFILER_PLUGIN loads the Inspector but NCCL_INSPECTOR_ENABLE is not set: "
                     "it is off by default and exports nothing; set it to 1"
                 )
-            elif _atoi(enable) == 0:
-                explicit_zero = re.fullmatch(r"\s*[+-]?0+\s*", enable) is not None
+            elif re.fullmatch(r"\s*-?(0x)?0+\s*", enable := literal.get("NCCL_INSPECTOR_ENABLE", "")):
                 yield Finding(
                     f"{where(t, c)}: NCCL_INSPECTOR_ENABLE={enable} leaves the Inspector that NCCL_PROFILER_PLUGIN "
-                    "loads off (it reads an integer: only a non-zero one turns it on); set it to 1",
-                    level=ADVISORY if explicit_zero else MANDATORY,
+                    "loads off; set it to 1",
+                    level=ADVISORY,
                 )
