@@ -149,7 +149,8 @@ NVSENTINEL_VERSION = "v1.19.0"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
 CERT_MANAGER_CHART = "cert-manager"
 # NVSentinel asks for v1.19.0 or later. v1.21.1 is the newest release (1.19 reached its end of life on
-# 2026-07-08); it supports Kubernetes 1.33-1.36 (1.19: 1.31-1.35), though its chart installs from 1.22, so a stack
+# 2026-07-08); it supports Kubernetes 1.33-1.36 (1.19: 1.31-1.35; cert-manager/website:content/docs/releases/
+# README.md), though its chart installs from 1.22 (deploy/charts/cert-manager/Chart.yaml kubeVersion), so a stack
 # that states an older kubernetesVersion is refused (config). The values fastpath sets mean the same at both tags, and
 # images are named from `imageRegistry`/`imageNamespace` now (cert-manager/cert-manager@v1.21.1:
 # deploy/charts/cert-manager/values.yaml). Upstream upgrades one minor at a time: the impact of the jump says so.

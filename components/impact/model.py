@@ -64,10 +64,11 @@ UPSTREAM = {
         "vendor/github.com/NVIDIA/k8s-operator-libs/pkg/upgrade/upgrade_state.go ApplyState)"
     ),
     "helm-upgrade": "helm/helm@v3.18.0:pkg/action/upgrade.go (a changed release's pod templates roll)",
-    # Upstream upgrades cert-manager one minor at a time (cert-manager.io/docs/installation/upgrade); the v1.19.6 ->
-    # v1.21.1 jump was compared for fastpath's values and the CRDs (docs/research/airgap-images-other-charts.md).
+    # Upstream upgrades cert-manager one minor at a time; the v1.19.6 -> v1.21.1 jump was compared for fastpath's
+    # values and the CRDs (docs/research/airgap-images-other-charts.md).
     "cert-manager-minors": (
-        "cert-manager/cert-manager@v1.21.1:deploy/charts/cert-manager/values.yaml and deploy/crds (against v1.19.6)"
+        "cert-manager/website:content/docs/installation/upgrade.md (one minor at a time); "
+        "cert-manager/cert-manager@v1.21.1:deploy/crds (fields added since v1.19.6, none removed)"
     ),
     # fsnotify on the conf directory: loadSchedulerConf on write, no restart.
     "volcano-conf": "volcano-sh/volcano@v1.15.1:pkg/scheduler/scheduler.go (watchSchedulerConf)",

@@ -50,9 +50,9 @@ NVLINK_FLOORS = (
     ("A100-SXM", 150.0),
     ("GB200", 600.0),
 )
-# Multi-node NVLink floors (GB/s) by GPU product: trays of one GB200 NVL72 rack reach 811-877 over MNNVL from 2 to 18
-# trays at 8-16 GiB (CoreWeave's nccl-tests README, 72 GPUs: 835 out-of-place); a tray whose fabric fell back, or a
-# rack with a degraded NVSwitch tray, lands far below 720.
+# Multi-node NVLink floors (GB/s) by GPU product: one GB200 NVL72 rack, 72 GPUs, reaches 835-847 at 4-8 GiB over
+# MNNVL (coreweave/nccl-tests@cb86553:README.md, Expected Performance, GB200 Single Rack, NCCL 2.26.2); 720 is 86% of
+# that, and a tray whose fabric fell back, or a rack with a degraded NVSwitch tray, lands far below it.
 MNNVL_FLOORS = (("GB200", 720.0),)
 
 
