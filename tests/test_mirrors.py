@@ -55,7 +55,7 @@ def test_the_public_twin_names_them(rendered):
 
 
 def test_every_chart_key_points_at_the_mirror(rendered):
-    packages = {p["chart"].rsplit("/", 1)[-1]: p for p in yaml.safe_load_all(rendered(AIRGAP).files["packages.yaml"]) if p["kind"] == "helm"}
+    packages = {p["chart"].rsplit("/", 1)[-1]: p for p in rendered(AIRGAP).packages if p["kind"] == "helm"}
     seen = 0
     for chart, keys in mirrors.KEYS.items():
         pkg = packages.get(chart.rsplit("/", 1)[-1])
@@ -230,7 +230,7 @@ def cert_manager_image(image: dict, registry: str, namespace: str, app_version: 
 def test_cert_manager_pulls_what_the_inventory_lists_and_from_the_mirror_when_it_has_one(rendered, stack):
     """The chart's image rule at the pinned tag applied to the values the stack renders: every image the chart can
     run is in the stack's inventory (images.txt), under the mirror on the air-gapped stack, at the pinned version."""
-    (pkg,) = [p for p in yaml.safe_load_all(rendered(stack).files["packages.yaml"]) if p["name"] == "cert-manager"]
+    (pkg,) = [p for p in rendered(stack).packages if p["name"] == "cert-manager"]
     assert pkg["version"] == versions.CERT_MANAGER_VERSION == "v1.21.1"  # the tag the rule above was read at
     values = pkg["values"]
     registry = values.get("imageRegistry", "quay.io")

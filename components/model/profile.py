@@ -178,7 +178,13 @@ class Profile:
         return tuple(fabric.rails(self.fabric))
 
     def pod_wiring(
-        self, namespace: str | None, gpus: int, *, imex_template: str | None = None, **options: Any
+        self,
+        namespace: str | None,
+        gpus: int,
+        *,
+        debug: bool = False,
+        claim_template: str = "",
+        imex_template: str | None = None,
     ) -> PodWiring:
         """fabric.pod_wiring for a pod of this cluster with `gpus` GPUs: its nodes' GPU count, and on a multi-node
         NVLink cluster the MNNVL setting of a pod with (`imex_template`) or without an IMEX channel."""
@@ -187,9 +193,10 @@ class Profile:
             namespace,
             gpus,
             self.gpu.per_node,
+            debug=debug,
+            claim_template=claim_template,
             imex_template=imex_template,
             nvlink_domain=self.gpu.clique_nodes is not None,
-            **options,
         )
 
     def to_data(self) -> dict[str, Any]:
